@@ -1,0 +1,32 @@
+"""TenSet's labels: within a task, y = min_cost / cost, in (0, 1]; failed records get 0 or are dropped."""
+
+from __future__ import annotations
+
+from typing import Literal, Sequence
+
+import numpy as np
+
+FailedPolicy = Literal["zero", "drop"]
+
+# TenSet's make_dataset drops tasks with fewer measured records than this.
+TENSET_MIN_RECORDS = 48
+
+
+def mean_costs(costs: Sequence[Sequence[float]]) -> np.ndarray:
+    """Mean of each record's repeated costs (seconds); a record without costs gets +inf."""
+    return np.array([sum(c) / len(c) if len(c) else np.inf for c in costs], dtype=np.float64)
+
+
+def task_labels(cost: np.ndarray, ok: np.ndarray, failed: FailedPolicy = "zero") -> np.ndarray:
+    """Labels of one task's records.
+
+    ``cost`` is each record's mean cost, ``ok`` whether it measured without error. With
+    ``failed="zero"`` failed records get 0; with ``"drop"`` they get NaN so that callers
+    can filter them. A task with no successful record has only 0/NaN labels.
+    """
+    cost = np.asarray(cost, dtype=np.float64)
+    ok = np.asarray(ok, dtype=bool) & np.isfinite(cost) & (cost > 0)
+    y = np.full(cost.shape, 0.0 if failed == "zero" else np.nan)
+    if ok.any():
+        y[ok] = cost[ok].min() / cost[ok]
+    return y
