@@ -1,0 +1,101 @@
+import h5py
+import numpy as np
+import pytest
+
+from pruner_offline.store.merge import merge
+from pruner_offline.store.parts import check_manifest, done_indices, read_part, write_part
+from pruner_offline.store.reader import FeatureStore
+from pruner_offline.store.schema import StoreError, UnitFeatures
+from pruner_offline.store.writer import assemble, write_store
+
+
+def _unit(seed: int, n: int, name: str) -> UnitFeatures:
+    rng = np.random.default_rng(seed)
+    counts = rng.integers(1, 5, n).astype(np.int32)
+    s = int(counts.sum())
+    arrays = {
+        "line": np.arange(1, n + 1, dtype=np.int32), "position": np.arange(n, dtype=np.int32),
+        "label": rng.random(n).astype(np.float32), "cost": rng.random(n), "error_no": np.zeros(n, np.int32),
+        "stmt_count": counts, "draft_score": rng.random(n).astype(np.float32),
+        "statements": rng.random((s, 174)).astype(np.float32), "symbols": rng.random((s, 11)).astype(np.float32),
+        "dataflow": rng.random((n, 8, 23)).astype(np.float32),
+    }
+    return UnitFeatures(name, "dev", f'["k{seed}"]', "llvm", arrays, [(n + 1, "replay: boom")], n + 1)
+
+
+META = {"feature_schema": "test-1", "settings": {"device": "k80"}}
+
+
+def test_parts_round_trip_and_assemble_in_file_order(tmp_path):
+    parts = tmp_path / "parts"
+    check_manifest(parts, {"a": 1})
+    units = {i: _unit(i, 3 + i, f"f{i}.json") for i in range(4)}
+    for i in (2, 0, 3, 1):  # workers finish in any order
+        write_part(parts, i, units[i])
+    assert done_indices(parts) == {0, 1, 2, 3}
+    back = read_part(parts / "0000002.npz")
+    assert back.file == "f2.json" and back.failures == [(6, "replay: boom")]
+    np.testing.assert_array_equal(back.arrays["statements"], units[2].arrays["statements"])
+    out = tmp_path / "s.h5"
+    assemble(out, [(i, parts / f"{i:07d}.npz") for i in (3, 1, 0, 2)], META, {'["k1"]|llvm': {"mlp": 2}})
+    store = FeatureStore(out, expect_schema="test-1")
+    data = store.load()
+    assert data.n_records == sum(3 + i for i in range(4))
+    assert data.file_paths == ["f0.json", "f1.json", "f2.json", "f3.json"]
+    assert data.task_networks[1] == {"mlp": 2}
+    off = data.records["stmt_offset"]
+    row = 3  # first record of f1 (f0 has 3)
+    np.testing.assert_array_equal(data.statements[off[row]:off[row + 1]],
+                                  units[1].arrays["statements"][: units[1].arrays["stmt_count"][0]])
+    assert store.meta["settings"] == {"device": "k80"}
+    assert len(store.failures()) == 4
+
+
+def test_a_manifest_with_other_settings_refuses_to_resume(tmp_path):
+    check_manifest(tmp_path / "p", {"device": "k80"})
+    check_manifest(tmp_path / "p", {"device": "k80"})
+    with pytest.raises(StoreError, match="device"):
+        check_manifest(tmp_path / "p", {"device": "a100"})
+
+
+def test_shards_merge_into_the_whole(tmp_path):
+    units = [(i, _unit(i, 5, f"f{i}.json")) for i in range(5)]
+    whole = tmp_path / "whole.h5"
+    write_store(whole, units, META, {})
+    shards = []
+    for k in range(2):
+        p = tmp_path / f"s{k}.h5"
+        write_store(p, [u for u in units if u[0] % 2 == k], {**META, "shard": f"{k}/2"}, {})
+        shards.append(p)
+    merged = tmp_path / "merged.h5"
+    assert merge(merged, shards) == 25
+    a, b = FeatureStore(whole).load(), FeatureStore(merged).load()
+    for k in a.records:
+        np.testing.assert_array_equal(a.records[k], b.records[k])
+    np.testing.assert_array_equal(a.statements, b.statements)
+    assert a.file_paths == b.file_paths
+    with pytest.raises(StoreError, match="also in another shard"):
+        merge(tmp_path / "x.h5", [shards[0], shards[0]])
+    other = tmp_path / "other.h5"
+    write_store(other, units[:1], {**META, "feature_schema": "test-2"}, {})
+    with pytest.raises(StoreError, match="feature_schema"):
+        merge(tmp_path / "y.h5", [shards[1], other])
+
+
+def test_damaged_or_foreign_stores_are_refused(tmp_path):
+    p = tmp_path / "s.h5"
+    write_store(p, [(0, _unit(0, 4, "f.json"))], META, {})
+    with pytest.raises(StoreError, match="schema 'test-1'.*featurize the dataset again"):
+        FeatureStore(p, expect_schema="v9")
+    with h5py.File(p, "a") as f:
+        del f["dataflow"]
+        f.create_dataset("dataflow", data=np.zeros((1, 8, 23), np.float32))
+    with pytest.raises(StoreError, match="inconsistent arrays: dataflow"):
+        FeatureStore(p)
+    (tmp_path / "junk.h5").write_bytes(b"not hdf5 at all")
+    with pytest.raises(StoreError, match="cannot read HDF5"):
+        FeatureStore(tmp_path / "junk.h5")
+    with h5py.File(tmp_path / "foreign.h5", "w") as f:
+        f["x"] = 1
+    with pytest.raises(StoreError, match="not a pruner-offline feature store"):
+        FeatureStore(tmp_path / "foreign.h5")
