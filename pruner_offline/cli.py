@@ -10,6 +10,7 @@ from typing import Optional, Sequence
 
 from tqdm import tqdm
 
+from .store.schema import StoreError
 from .tenset.dataset import DatasetError, DatasetSummary, discover, load_task_index, summarize
 
 
@@ -58,6 +59,44 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def _shard(text: str) -> tuple[int, int]:
+    try:
+        i, n = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--shard takes i/N, e.g. 0/4, not {text!r}") from None
+    if not 0 <= i < n:
+        raise argparse.ArgumentTypeError(f"--shard {text}: need 0 <= i < N")
+    return i, n
+
+
+def cmd_featurize(args: argparse.Namespace) -> int:
+    from .featurize import FeaturizeSettings, run_featurize
+
+    settings = FeaturizeSettings(dataset=str(args.dataset.resolve()), device=args.device,
+                                 include_unmeasured=args.include_unmeasured, gpu=args.gpu, cpu=args.cpu,
+                                 shard=args.shard)
+    with tqdm(unit="rec", desc="featurizing", file=sys.stderr, disable=args.quiet) as bar:
+        def progress(records: int, files: int) -> None:
+            bar.update(records)
+
+        report = run_featurize(settings, args.out, jobs=args.jobs, on_progress=progress)
+    print(f"store              {args.out}")
+    print(f"records            {report.records}  (replayed {report.replayed}, failed {report.failed})")
+    for reason, n in report.failure_reasons.items():
+        print(f"  {reason}: {n}")
+    print(f"time               {report.seconds:.1f} s  ({report.records_per_second:.1f} records/s)")
+    print(json.dumps(report.to_json(), sort_keys=True))
+    return 0
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    from .store.merge import merge
+
+    n = merge(args.out, args.shards)
+    print(f"merged {len(args.shards)} shards, {n} records -> {args.out}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pruner-train", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -67,6 +106,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_info)
+
+    p = sub.add_parser("featurize", help="replay records on TIR and write their features to an HDF5 store")
+    p.add_argument("dataset", type=Path)
+    p.add_argument("--out", type=Path, required=True, help="store to write (FILE.h5); FILE.h5.parts/ holds "
+                   "the work of an interrupted run, which the same command resumes")
+    p.add_argument("--jobs", type=int, default=1, help="worker processes")
+    p.add_argument("--shard", type=_shard, default=(0, 1), help="i/N: featurize every N-th record file")
+    p.add_argument("--device", help="only measure_records/DEVICE/")
+    p.add_argument("--include-unmeasured", action="store_true", help="also to_measure_programs/ (labels NaN)")
+    p.add_argument("--gpu", default="k80", help="GPU constants for the analytic draft score of cuda records")
+    p.add_argument("--cpu", default="epyc-zen3", help="CPU constants for the draft score of llvm records")
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(func=cmd_featurize)
+
+    p = sub.add_parser("merge", help="merge stores featurized as shards into one store")
+    p.add_argument("shards", type=Path, nargs="+")
+    p.add_argument("--out", type=Path, required=True)
+    p.set_defaults(func=cmd_merge)
     return parser
 
 
@@ -74,7 +131,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except DatasetError as exc:
+    except (DatasetError, StoreError) as exc:
         print(f"pruner-train: {exc}", file=sys.stderr)
         return 2
 
