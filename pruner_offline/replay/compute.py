@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Callable, Union
 
 import tvm
-import tvm.arith
+from tvm.sym import Analyzer
 from tvm import te, tirx
 
 from ..tenset import te_graph as g
@@ -28,9 +28,16 @@ _BINOPS: dict[str, Callable] = {
 }
 
 
-def _op_name(name: str) -> str:
-    # TIR's operators moved from the "tir." to the "tirx." namespace
-    return "tirx." + name[4:] if name.startswith("tir.") else name
+def _resolve_op(name: str) -> tvm.ir.Op:
+    # TIR's operators moved from the "tir." namespace to "tirx." (math) or "prim." (builtins)
+    short = name[4:] if name.startswith("tir.") else None
+    candidates = [name] + ([f"tirx.{short}", f"prim.{short}"] if short else [])
+    for candidate in candidates:
+        try:
+            return tvm.ir.Op.get(candidate)
+        except Exception:  # tvm-ffi raises a plain AttributeError for unknown names
+            continue
+    raise ComputeBuildError(f"unknown operator {name}")
 
 
 @dataclass(frozen=True)
@@ -46,7 +53,7 @@ class _Builder:
         self.graph = graph
         self.tensors: list[te.Tensor] = []
         self.vars: dict[int, tirx.Var] = {}
-        self.analyzer = tvm.arith.Analyzer()
+        self.analyzer = Analyzer()
 
     def var(self, v: g.Var) -> tirx.Var:
         if v.uid not in self.vars:
@@ -72,11 +79,7 @@ class _Builder:
         if isinstance(e, g.Cast):
             return tirx.Cast(e.dtype, self.expr(e.value))
         if isinstance(e, g.Call):
-            try:
-                op = tvm.ir.Op.get(_op_name(e.op))
-            except Exception:
-                raise ComputeBuildError(f"unknown operator {e.op}") from None
-            return tirx.Call(e.dtype, op, [self.expr(a) for a in e.args])
+            return tirx.call_intrin(e.dtype, _resolve_op(e.op), *[self.expr(a) for a in e.args])
         if isinstance(e, g.Load):
             # multi-output computes are refused in operation(), so value_index is 0
             return self.tensors[e.op](*[self.expr(i) for i in e.indices])
@@ -120,11 +123,14 @@ class _Builder:
             return te.placeholder(op.shape, op.dtype, op.name)
         if len(op.body) != 1:
             raise ComputeBuildError(f"{op.name}: multi-output compute is not supported")
-        axes = [self.var(a.var) for a in op.axes]
-        body = self.expr(op.body[0])
+        def body(*idx: tirx.Var) -> tirx.PrimExpr:
+            # the body is built over the axis variables te.compute hands out
+            self.vars.update((a.var.uid, v) for a, v in zip(op.axes, idx))
+            return self.expr(op.body[0])
+
         shape = [self.bound(a.extent) for a in op.axes]
-        return te.compute(shape, lambda *idx: tirx.stmt_functor.substitute(body, dict(zip(axes, idx))),
-                          name=op.name, tag=op.tag, attrs=self.attrs(op))
+        return te.compute(shape, body, name=op.name, tag=op.tag, attrs=self.attrs(op),
+                          varargs_names=[a.var.name for a in op.axes])
 
 
 def build_compute(graph: g.ComputeGraph) -> BuiltCompute:

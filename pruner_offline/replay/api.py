@@ -1,0 +1,60 @@
+"""Public entry points: replay a record of a task, never raising for a bad record."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Optional, Sequence
+
+import tvm
+from tvm import tirx
+
+from ..tenset.records import Record
+from ..tenset.steps import Step, StepError
+from ..tenset.tasks import Task
+from ..tenset.te_graph import ComputeGraph
+from .compute import ComputeBuildError, build_prim_func
+from .replayer import Replayer, ReplayError, _first_line
+
+
+@dataclass(frozen=True)
+class ReplayResult:
+    mod: Optional[tvm.IRModule]  # the scheduled module ("main"), None on failure
+    reason: Optional[str] = None  # short, stable failure category (histogram key)
+    detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.mod is not None
+
+
+@lru_cache(maxsize=64)
+def _base_func(task: Task) -> tirx.PrimFunc:
+    return build_prim_func(task.graph)
+
+
+def replay_steps(func: tirx.PrimFunc, graph: ComputeGraph, steps: Sequence[Step]) -> ReplayResult:
+    """Apply Ansor steps to ``func`` (the unscheduled PrimFunc of ``graph``)."""
+    try:
+        return ReplayResult(Replayer(func, graph, steps).run())
+    except ReplayError as exc:
+        return ReplayResult(None, exc.category, exc.detail)
+    except Exception as exc:  # a record must never take the run down
+        return ReplayResult(None, f"internal error {type(exc).__name__}", _first_line(exc))
+
+
+def replay_record(task: Task, record: Record) -> ReplayResult:
+    """Replay ``record`` on ``task``'s compute (they must share workload key and target kind)."""
+    if (record.workload_key.text, record.target_kind) != task.key:
+        return ReplayResult(None, "record does not belong to task")
+    try:
+        steps = record.steps
+    except StepError as exc:
+        return ReplayResult(None, "bad step", str(exc))
+    try:
+        func = _base_func(task)
+    except ComputeBuildError as exc:
+        return ReplayResult(None, "compute rebuild", str(exc))
+    except Exception as exc:
+        return ReplayResult(None, f"compute rebuild {type(exc).__name__}", _first_line(exc))
+    return replay_steps(func, task.graph, steps)

@@ -1,0 +1,104 @@
+"""Replay of real TenSet records (tenset-mini) on today's TVM: numerics on LLVM, GPU checks on CUDA."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+tvm = pytest.importorskip("tvm")
+
+from pruner_offline.replay import build_prim_func, make_target, replay_record  # noqa: E402
+from pruner_offline.replay.gpu import OVER_LIMITS, check_gpu_program  # noqa: E402
+from pruner_offline.tenset.records import Record, read_records  # noqa: E402
+from pruner_offline.tenset.steps import ComputeAtStep  # noqa: E402
+from pruner_offline.tenset.tasks import Task, load_all_tasks  # noqa: E402
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "tenset-mini"
+pytestmark = pytest.mark.skipif(not DATA.is_dir(), reason=f"tenset-mini not found at {DATA}")
+
+PER_TASK = 3  # records per task: first, middle, last line of the file
+
+
+def _sample(path: Path) -> list[Record]:
+    records = [r for r in read_records(path) if isinstance(r, Record)]
+    picks = sorted({0, len(records) // 2, len(records) - 1})[:PER_TASK]
+    return [records[i] for i in picks]
+
+
+def _cases(pattern: str) -> list[tuple[Task, Record]]:
+    if not DATA.is_dir():
+        return []
+    tasks = {t.key: t for t in load_all_tasks(DATA / "network_info" / "all_tasks.pkl")}
+    out = []
+    for path in sorted(DATA.glob(pattern)):
+        for rec in _sample(path):
+            out.append((tasks[(rec.workload_key.text, rec.target_kind)], rec))
+    return out
+
+
+LLVM = _cases("measure_records/*/*.json")
+CUDA = _cases("to_measure_programs/*.json")
+
+
+def _id(case: tuple[Task, Record]) -> str:
+    return f"{case[0].desc}:{case[1].source.line}"
+
+
+def _random_args(task: Task, rng: np.random.Generator) -> list[np.ndarray]:
+    ops = task.graph.ops
+    return [rng.uniform(-1, 1, ops[r.op].shape).astype(ops[r.op].dtype) for r in task.graph.tensors]
+
+
+def _run(mod, target, args: list[np.ndarray]) -> np.ndarray:
+    dev = tvm.cpu()
+    tensors = [tvm.runtime.tensor(a, dev) for a in args]
+    tvm.compile(mod, target=target).jit()["main"](*tensors)
+    return tensors[-1].numpy()
+
+
+@pytest.mark.parametrize("case", LLVM, ids=_id)
+def test_llvm_replay_matches_unscheduled(case):
+    task, rec = case
+    res = replay_record(task, rec)
+    assert res.ok, f"{rec.source}: {res.reason}: {res.detail}"
+    target = make_target(rec.target, rec.hardware_params)
+    args = _random_args(task, np.random.default_rng(rec.source.line))
+    expect = _run(tvm.IRModule({"main": build_prim_func(task.graph)}), target, args)
+    got = _run(res.mod, target, args)
+    np.testing.assert_allclose(got, expect, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("case", CUDA, ids=_id)
+def test_cuda_replay_verifies_and_generates_source(case):
+    task, rec = case
+    res = replay_record(task, rec)
+    assert res.ok, f"{rec.source}: {res.reason}: {res.detail}"
+    check = check_gpu_program(res.mod, make_target(rec.target, rec.hardware_params), rec.hardware_params)
+    # unmeasured samples of Ansor's search may exceed the block limits; nothing else may fail
+    assert check.ok or check.reason == OVER_LIMITS, check.reason
+    assert not check.ok or "__global__" in check.source
+
+
+def test_llvm_covers_every_task():
+    assert len({t.key for t, _ in LLVM}) == 13
+    assert len({t.key for t, _ in CUDA}) == 19
+
+
+def test_broken_record_gives_a_reason():
+    task, rec = LLVM[0]
+    bad = dataclasses.replace(rec, raw_steps=tuple(rec.raw_steps) + (["CA", 99, 0, 0],))
+    res = replay_record(task, bad)
+    assert not res.ok and res.reason == "bad stage index"
+    bad_iter = dataclasses.replace(rec, raw_steps=(["SP", len(task.graph.ops) - 1, 77, 4, [2], 1],))
+    res = replay_record(task, bad_iter)
+    assert not res.ok and res.reason == "bad iterator index"
+    assert isinstance(bad.steps[-1], ComputeAtStep)
+
+
+def test_record_of_another_task_is_refused():
+    (task, _), (_, other) = LLVM[0], LLVM[-1]
+    res = replay_record(task, other)
+    assert not res.ok and res.reason == "record does not belong to task"
