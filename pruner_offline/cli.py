@@ -10,7 +10,9 @@ from typing import Optional, Sequence
 
 from tqdm import tqdm
 
+from .models.registry import MODEL_NAMES
 from .store.schema import StoreError
+from .training.export import ModelFileError
 from .tenset.dataset import DatasetError, DatasetSummary, discover, load_task_index, summarize
 
 
@@ -97,6 +99,125 @@ def cmd_merge(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_check_replay(args: argparse.Namespace) -> int:
+    from .replay.fidelity import OracleMissing, check_replay, format_table
+
+    with tqdm(unit="rec", desc="checking", file=sys.stderr, disable=args.quiet) as bar:
+        try:
+            report = check_replay(args.dataset, args.sample, args.tol, on_record=lambda: bar.update(1))
+        except OracleMissing as exc:
+            print(f"pruner-train: {exc}", file=sys.stderr)
+            return 2
+    print(format_table(report))
+    if args.json:
+        print(json.dumps(report.to_json(), sort_keys=True))
+    return 0
+
+
+BUNDLED_DATASET = Path(__file__).resolve().parents[1] / "datasets" / "tenset-mini"
+
+
+def ensure_store(data: Path, cache: Path, jobs: int, quiet: bool) -> Path:
+    """A feature store for ``data``: the file itself, or the dataset featurized into ``cache`` once."""
+    if data.is_file():
+        return data
+    from .featurize import FeaturizeSettings, run_featurize
+
+    store = cache / f"{data.resolve().name}.h5"
+    if store.is_file():
+        return store
+    cache.mkdir(parents=True, exist_ok=True)
+    print(f"featurizing {data} -> {store}", file=sys.stderr)
+    with tqdm(unit="rec", desc="featurizing", file=sys.stderr, disable=quiet) as bar:
+        report = run_featurize(FeaturizeSettings(dataset=str(data.resolve())), store, jobs=jobs,
+                               on_progress=lambda records, files: bar.update(records))
+    print(f"featurized {report.replayed}/{report.records} records in {report.seconds:.1f} s", file=sys.stderr)
+    return store
+
+
+def _store_schema(store: Path) -> str:
+    from .store.reader import FeatureStore
+
+    return str(FeatureStore(store).meta.get("feature_schema", ""))
+
+
+def _metrics_table(rows: dict[str, dict]) -> str:
+    cols = ["peak@1", "peak@5", "topk@1", "topk@5", "pairwise_acc", "records", "tasks", "train_seconds"]
+    cols = [c for c in cols if any(c in r for r in rows.values())]
+    lines = ["model    " + "".join(f"{c:>14}" for c in cols)]
+    for name, r in rows.items():
+        cells = "".join(f"{r[c]:>14.4f}" if isinstance(r.get(c), float) else f"{r.get(c, '-'):>14}" for c in cols)
+        lines.append(f"{name:<9}{cells}")
+    return "\n".join(lines)
+
+
+def cmd_pretrain(args: argparse.Namespace) -> int:
+    from .training.compare import train_gbdt
+    from .training.run import pretrain
+
+    store = ensure_store(args.data, args.out / "features", args.jobs, args.quiet)
+    schema = _store_schema(store)
+    results: dict[str, dict] = {}
+    for model in args.model:
+        if model == "gbdt":
+            metrics, seconds = train_gbdt(store, args.split, args.seed)
+            results[model] = {**metrics, "train_seconds": round(seconds, 2), "checkpoint": None}
+            continue
+        r = pretrain(store, model, args.split, args.out, max_epochs=args.max_epochs, seed=args.seed,
+                     accelerator=args.accelerator, devices=args.devices, strategy=args.strategy,
+                     extra_configs=args.config, progress=not args.quiet, feature_schema=schema)
+        results[model] = {**r.evaluation.to_json(), "train_seconds": round(r.train_seconds, 2),
+                          "checkpoint": str(r.model_file)}
+    print(_metrics_table(results))
+    for model, r in results.items():
+        where = r["checkpoint"] or "no checkpoint (scikit-learn models are not saved: loading them would need pickle)"
+        print(f"{model}: {where}")
+    if args.json:
+        print(json.dumps(results, sort_keys=True))
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from .training.evaluate import evaluate_model_file, plot_evaluation
+
+    store = ensure_store(args.data, args.cache, args.jobs, args.quiet)
+    ev, dm = evaluate_model_file(args.checkpoint, store, args.split, args.seed)
+    name = args.checkpoint.stem
+    print(_metrics_table({name: ev.to_json()}))
+    out = args.out or args.checkpoint.parent
+    out.mkdir(parents=True, exist_ok=True)
+    for png in plot_evaluation(ev, dm, out / f"evaluate_{name}", name):
+        print(f"plot: {png}")
+    if args.json:
+        print(json.dumps(ev.to_json(), sort_keys=True))
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from .training.compare import compare
+
+    store = ensure_store(args.data, args.out / "features", args.jobs, args.quiet)
+    results = compare(store, args.split, args.out, seed=args.seed, models=args.models,
+                      max_epochs=args.max_epochs, feature_schema=_store_schema(store))
+    print(f"split {args.split}, seed {args.seed}, store {store}")
+    print(_metrics_table(results))
+    if args.json:
+        print(json.dumps(results, sort_keys=True))
+    return 0
+
+
+def _data_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data", type=Path, default=BUNDLED_DATASET,
+                   help="a TenSet dataset directory (featurized on first use) or a feature store .h5 "
+                        "(default: the bundled tenset-mini)")
+    p.add_argument("--split", default="within_task",
+                   help="within_task[:F] | by_task[:F[:SEED]] | holdout:all_five | holdout:NET,NET")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--jobs", type=int, default=2, help="featurization workers when --data is a directory")
+    p.add_argument("--json", action="store_true", help="print one JSON object as the last line")
+    p.add_argument("--quiet", action="store_true")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pruner-train", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -116,9 +237,43 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", help="only measure_records/DEVICE/")
     p.add_argument("--include-unmeasured", action="store_true", help="also to_measure_programs/ (labels NaN)")
     p.add_argument("--gpu", default="k80", help="GPU constants for the analytic draft score of cuda records")
-    p.add_argument("--cpu", default="epyc-zen3", help="CPU constants for the draft score of llvm records")
+    p.add_argument("--cpu", default="epyc-7452", help="CPU constants for the draft score of llvm records")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_featurize)
+
+    p = sub.add_parser("pretrain", help="train cost models (default: PaCM and the draft model on the bundled data)")
+    _data_args(p)
+    p.add_argument("--model", nargs="+", default=["pacm", "draft"], choices=MODEL_NAMES)
+    p.add_argument("--out", type=Path, default=Path("runs/pretrain"), help="run directory (resumes if present)")
+    p.add_argument("--max-epochs", type=int, help="override the recipe's 50")
+    p.add_argument("--accelerator", help="cpu, gpu, auto, ... (Lightning)")
+    p.add_argument("--devices", help="e.g. 1, 4, auto (Lightning)")
+    p.add_argument("--strategy", help="e.g. ddp (Lightning)")
+    p.add_argument("--config", type=Path, nargs="*", default=[], help="extra LightningCLI YAML layered on the recipe")
+    p.set_defaults(func=cmd_pretrain)
+
+    p = sub.add_parser("evaluate", help="rank a store's test split with a model file; table and plots")
+    _data_args(p)
+    p.add_argument("--checkpoint", type=Path, required=True, help="a model file written by pretrain (.pt)")
+    p.add_argument("--out", type=Path, help="where the PNG plots go (default: beside the checkpoint)")
+    p.add_argument("--cache", type=Path, default=Path("runs/features"), help="where a featurized dataset is kept")
+    p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser("compare", help="train every model on one split and seed; side-by-side table")
+    _data_args(p)
+    p.add_argument("--models", nargs="+", default=list(MODEL_NAMES), choices=MODEL_NAMES)
+    p.add_argument("--out", type=Path, default=Path("runs/compare"))
+    p.add_argument("--max-epochs", type=int)
+    p.set_defaults(func=cmd_compare)
+
+    p = sub.add_parser("check-replay", help="compare replayed programs' per-store features with the "
+                       "dataset's oracle/ (Ansor's own), per feature group")
+    p.add_argument("dataset", type=Path)
+    p.add_argument("--sample", type=int, default=0, help="records per record file, evenly spaced (0: all)")
+    p.add_argument("--tol", type=float, default=0.05, help="agreement tolerance on the log-scaled values")
+    p.add_argument("--json", action="store_true", help="print one JSON object as the last line")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_check_replay)
 
     p = sub.add_parser("merge", help="merge stores featurized as shards into one store")
     p.add_argument("shards", type=Path, nargs="+")
@@ -131,7 +286,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (DatasetError, StoreError) as exc:
+    except (DatasetError, StoreError, ModelFileError) as exc:
         print(f"pruner-train: {exc}", file=sys.stderr)
         return 2
 

@@ -26,6 +26,7 @@ from .store.writer import write_store
 from .tenset.dataset import UNMEASURED, DatasetLayout, TaskIndex, discover, load_task_index
 from .tenset.records import BadLine, Record, read_records
 from .tenset.labels import mean_costs, task_labels
+from .tenset.step_vectors import MAX_STEPS, STEP_DIM, step_vectors
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,7 @@ class FeaturizeSettings:
     device: Optional[str] = None  # only measure_records/<device>/
     include_unmeasured: bool = False
     gpu: str = "k80"  # device constants of the analytic draft score for cuda records
-    cpu: str = "epyc-zen3"  # and for llvm records
+    cpu: str = "epyc-7452"  # and for llvm records
     shard: tuple[int, int] = (0, 1)
 
     def manifest(self, files: list[str]) -> dict:
@@ -42,7 +43,7 @@ class FeaturizeSettings:
 
         d = asdict(self)
         d.pop("shard")  # parts of different shards never share a directory
-        return {**d, "feature_schema": FEATURE_SCHEMA_VERSION, "files": files}
+        return {**d, "feature_schema": str(FEATURE_SCHEMA_VERSION), "files": files}
 
 
 @dataclass
@@ -89,7 +90,7 @@ def _task_index(root: str) -> TaskIndex:
 
 def reason_category(reason: str) -> str:
     """``"compute_at: loop not found"`` -> ``"compute_at"``: failures are counted by category."""
-    return reason.split(":", 1)[0].strip() or "unknown"
+    return reason.split(": ", 1)[0].strip() or "unknown"
 
 
 def featurize_unit(settings: FeaturizeSettings, unit: _Unit) -> UnitFeatures:
@@ -115,17 +116,17 @@ def featurize_unit(settings: FeaturizeSettings, unit: _Unit) -> UnitFeatures:
         r0 = records[0]
         task = _task_index(settings.dataset).tasks.get((r0.workload_key.text, r0.target_kind))
     rows: dict[str, list] = {k: [] for k in ("line", "position", "label", "cost", "error_no", "stmt_count",
-                                             "draft_score", "statements", "symbols", "dataflow")}
+                                             "draft_score", "statements", "symbols", "dataflow", "steps")}
     for pos, rec in enumerate(records):
         if task is None:
             failures.append((rec.source.line, "unknown task: no task pickle has this workload key"))
             continue
         replayed = replay_record(task, rec)
         if not replayed.ok:
-            failures.append((rec.source.line, replayed.reason))
+            failures.append((rec.source.line, f"{replayed.reason}: {replayed.detail}"))
             continue
         try:
-            feats = featurize_prim_func(replayed.func, rec.target_kind,
+            feats = featurize_prim_func(replayed.mod["main"], rec.target_kind,
                                         device=settings.gpu if rec.target_kind == "cuda" else settings.cpu)
         except Exception as exc:  # noqa: BLE001 - one program's failure must not end the run
             failures.append((rec.source.line, f"features: {type(exc).__name__}: {exc}"))
@@ -133,13 +134,15 @@ def featurize_unit(settings: FeaturizeSettings, unit: _Unit) -> UnitFeatures:
         for k, v in (("line", rec.source.line), ("position", pos), ("label", labels[pos]),
                      ("cost", cost[pos]), ("error_no", rec.error_no), ("stmt_count", len(feats.statements)),
                      ("draft_score", feats.draft_score), ("statements", feats.statements),
-                     ("symbols", feats.symbols), ("dataflow", feats.dataflow)):
+                     ("symbols", feats.symbols), ("dataflow", feats.dataflow),
+                     ("steps", step_vectors(rec.raw_steps))):
             rows[k].append(v)
     arrays = {k: np.asarray(rows[k]) for k in ("line", "position", "label", "cost", "error_no", "stmt_count",
                                                "draft_score")}
     arrays["statements"] = np.concatenate(rows["statements"]) if rows["statements"] else np.zeros((0, 1), np.float32)
     arrays["symbols"] = np.concatenate(rows["symbols"]) if rows["symbols"] else np.zeros((0, 11), np.float32)
     arrays["dataflow"] = np.stack(rows["dataflow"]) if rows["dataflow"] else np.zeros((0, 8, 23), np.float32)
+    arrays["steps"] = np.stack(rows["steps"]) if rows["steps"] else np.zeros((0, MAX_STEPS, STEP_DIM), np.float32)
     rel = str(unit.path.relative_to(root)) if unit.path.is_relative_to(root) else str(unit.path)
     key, kind = (records[0].workload_key.text, records[0].target_kind) if records else ("", "")
     return UnitFeatures(rel, unit.device, key, kind, arrays, failures, len(records))

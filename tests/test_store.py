@@ -19,6 +19,7 @@ def _unit(seed: int, n: int, name: str) -> UnitFeatures:
         "stmt_count": counts, "draft_score": rng.random(n).astype(np.float32),
         "statements": rng.random((s, 174)).astype(np.float32), "symbols": rng.random((s, 11)).astype(np.float32),
         "dataflow": rng.random((n, 8, 23)).astype(np.float32),
+        "steps": rng.random((n, 64, 37)).astype(np.float32),
     }
     return UnitFeatures(name, "dev", f'["k{seed}"]', "llvm", arrays, [(n + 1, "replay: boom")], n + 1)
 

@@ -21,6 +21,7 @@ class StoreData:
     statements: np.ndarray  # [S, D]
     symbols: np.ndarray  # [S, 11]
     dataflow: np.ndarray  # [R, 8, 23]
+    steps: np.ndarray  # [R, MAX_STEPS, STEP_DIM] TLP step vectors
     task_keys: list[str]  # "workload_key|target_kind"
     task_networks: list[dict[str, int]]  # network -> weight, per task
     file_paths: list[str]
@@ -88,6 +89,7 @@ class FeatureStore:
                 statements=f["statements"][...],
                 symbols=f["symbols"][...],
                 dataflow=f["dataflow"][...],
+                steps=f["steps"][...],
                 task_keys=[k.decode() for k in f["tasks/key"][...]],
                 task_networks=[json.loads(x) for x in f["tasks/networks"][...]],
                 file_paths=[p.decode() for p in f["files/path"][...]],

@@ -23,7 +23,7 @@ RECORD_ARRAYS = {
     "draft_score": np.float32,
 }
 STATEMENT_ARRAYS = ("statements", "symbols")
-DENSE_ARRAYS = ("dataflow",)
+DENSE_ARRAYS = ("dataflow", "steps")  # steps: TLP step vectors [R, 64, STEP_DIM]
 
 
 class StoreError(ValueError):

@@ -1,0 +1,33 @@
+"""PaCM: statement branch + temporal-dataflow attention branch + ranking head (Pruner, ASPLOS'25).
+
+With ``use_dataflow=False`` it is the TenSet-MLP baseline: the statement branch alone.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from .batch import Batch
+from .layers import RankHead, TokenAttention, mlp, segment_sum
+
+
+class PaCM(nn.Module):
+    def __init__(self, stmt_dim: int = 174, flow_dim: int = 23, hidden: int = 256, flow_hidden: int = 128,
+                 heads: int = 4, use_dataflow: bool = True):
+        super().__init__()
+        self.use_dataflow = use_dataflow
+        self.statement = mlp([stmt_dim, hidden, hidden])
+        head_in = hidden
+        if use_dataflow:
+            self.flow = mlp([flow_dim, 64, flow_hidden])
+            self.flow_attn = TokenAttention(flow_hidden, heads)
+            head_in += flow_hidden
+        self.head = RankHead(head_in, hidden)
+
+    def forward(self, b: Batch) -> torch.Tensor:
+        x = segment_sum(self.statement(b.statements), b.segment, b.size)
+        if self.use_dataflow:
+            pad = (b.dataflow == 0).all(dim=-1)
+            x = torch.cat([x, self.flow_attn(self.flow(b.dataflow), pad)], dim=-1)
+        return self.head(x)

@@ -1,0 +1,103 @@
+"""Score a trained model on a store's test split: metrics, a per-task table, and plots."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from ..models.metrics import peak_score, ranking_report
+from .data import StoreDataModule
+from .export import load_model
+from .module import CostModelModule
+
+
+@dataclass
+class Evaluation:
+    metrics: dict[str, float]
+    records: int
+    tasks: int
+    pred: np.ndarray
+    rows: np.ndarray
+
+    def to_json(self) -> dict:
+        return {**{k: round(v, 6) for k, v in self.metrics.items()}, "records": self.records, "tasks": self.tasks}
+
+
+def split_data(store: Path, split: str, seed: int = 0, feature_schema: Optional[str] = None) -> StoreDataModule:
+    dm = StoreDataModule(str(store), split=split, seed=seed, feature_schema=feature_schema)
+    dm.setup("test")
+    return dm
+
+
+def evaluate_module(module: CostModelModule, dm: StoreDataModule, rows: Optional[np.ndarray] = None) -> Evaluation:
+    rows = dm.test_rows if rows is None else rows
+    return evaluate_predictions(module.predict_rows(dm.gather, rows), dm, rows)
+
+
+def evaluate_predictions(pred: np.ndarray, dm: StoreDataModule, rows: np.ndarray) -> Evaluation:
+    rec = dm.data.records
+    metrics = ranking_report(pred, rec["label"][rows], rec["cost"][rows], rec["task_id"][rows],
+                             dm.network_weights())
+    return Evaluation({k: float(v) for k, v in metrics.items()}, int(len(rows)),
+                      int(len(np.unique(rec["task_id"][rows]))), pred, rows)
+
+
+def evaluate_model_file(model_file: Path, store: Path, split: str, seed: int = 0) -> tuple[Evaluation, StoreDataModule]:
+    from ..store.reader import FeatureStore
+
+    schema = FeatureStore(store).meta.get("feature_schema")
+    module, _ = load_model(model_file, expect_schema=str(schema))
+    dm = split_data(store, split, seed)
+    return evaluate_module(module, dm), dm
+
+
+def plot_evaluation(ev: Evaluation, dm: StoreDataModule, out_prefix: Path, title: str) -> list[Path]:
+    """Predicted vs measured per task, and the peak score@k curve."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only, never a window
+    import matplotlib.pyplot as plt
+
+    rec = dm.data.records
+    tasks = np.unique(rec["task_id"][ev.rows])
+    shown = tasks[:16]
+    cols = 4
+    rows_n = int(np.ceil(len(shown) / cols)) or 1
+    fig, axes = plt.subplots(rows_n, cols, figsize=(3.2 * cols, 2.8 * rows_n), squeeze=False)
+    for ax in axes.flat[len(shown):]:
+        ax.axis("off")
+    for ax, t in zip(axes.flat, shown):
+        sel = rec["task_id"][ev.rows] == t
+        ax.scatter(ev.pred[sel], rec["label"][ev.rows][sel], s=10, alpha=0.7)
+        ax.set_title(dm.data.task_keys[t].split("|")[0][2:14] + "…", fontsize=8)
+        ax.set_xlabel("predicted score", fontsize=7)
+        ax.set_ylabel("measured y", fontsize=7)
+        ax.tick_params(labelsize=6)
+    fig.suptitle(f"{title}: predicted vs measured (test split, {len(tasks)} tasks)")
+    fig.tight_layout()
+    scatter = out_prefix.with_name(out_prefix.name + "_scatter.png")
+    fig.savefig(scatter, dpi=110)
+    plt.close(fig)
+
+    ks = np.arange(1, 21)
+    y = np.nan_to_num(rec["label"][ev.rows])
+    task = rec["task_id"][ev.rows]
+    curve = [peak_score(ev.pred, y, task, int(k)) for k in ks]
+    rand = np.random.default_rng(0).random(len(ev.rows))
+    base = [peak_score(rand, y, task, int(k)) for k in ks]
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    ax.plot(ks, curve, marker="o", label=title)
+    ax.plot(ks, base, linestyle="--", label="random order")
+    ax.set_xlabel("k (programs measured)")
+    ax.set_ylabel("peak score@k")
+    ax.set_ylim(0, 1.02)
+    ax.legend()
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    curve_path = out_prefix.with_name(out_prefix.name + "_score_at_k.png")
+    fig.savefig(curve_path, dpi=110)
+    plt.close(fig)
+    return [scatter, curve_path]

@@ -1,0 +1,95 @@
+"""One LightningModule for every neural cost model: shared training step, metrics, scaling."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import lightning as L
+import numpy as np
+import torch
+
+from ..models.batch import Batch
+from ..models.losses import LOSSES
+from ..models.metrics import ranking_report
+from ..models.registry import build_model
+from ..tenset.step_vectors import STEP_DIM
+from .normalize import Scales, log_scale
+
+
+class CostModelModule(L.LightningModule):
+    """``model``: pacm | mlp | draft | tlp. Hyper-parameters are plain values so that the
+    checkpoint loads with ``torch.load(weights_only=True)``."""
+
+    def __init__(self, model: str = "pacm", loss: str = "lambdarank", lr: float = 7e-4,
+                 weight_decay: float = 1e-6, stmt_dim: int = 174, symbol_dim: int = 11, flow_dim: int = 23,
+                 step_dim: int = STEP_DIM, feature_schema: str = ""):
+        super().__init__()
+        if loss not in LOSSES:
+            raise ValueError(f"unknown loss {loss!r}; choose from {', '.join(LOSSES)}")
+        self.save_hyperparameters()
+        kwargs = {"pacm": {"stmt_dim": stmt_dim, "flow_dim": flow_dim}, "mlp": {"stmt_dim": stmt_dim},
+                  "draft": {"symbol_dim": symbol_dim}, "tlp": {"step_dim": step_dim}}.get(model, {})
+        self.net = build_model(model, **kwargs)
+        self.loss_fn = LOSSES[loss]
+        for name, dim in (("statements", stmt_dim), ("symbols", symbol_dim), ("dataflow", flow_dim),
+                          ("steps", step_dim), ("draft_score", 1)):
+            self.register_buffer(f"scale_{name}", torch.ones(dim))
+        self._val: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+
+    def set_scales(self, scales: Scales) -> None:
+        for name in ("statements", "symbols", "dataflow", "steps", "draft_score"):
+            getattr(self, f"scale_{name}").copy_(torch.as_tensor(getattr(scales, name)))
+
+    def normalized(self, b: Batch) -> Batch:
+        return Batch(
+            statements=b.statements / self.scale_statements,
+            symbols=log_scale(b.symbols) / self.scale_symbols,
+            segment=b.segment,
+            dataflow=b.dataflow / self.scale_dataflow,
+            steps=b.steps / self.scale_steps,
+            draft_score=log_scale(b.draft_score) / self.scale_draft_score,
+            y=b.y, task=b.task,
+        )
+
+    def forward(self, b: Batch) -> torch.Tensor:
+        return self.net(self.normalized(b))
+
+    def on_fit_start(self) -> None:
+        # Scales come from the training split; a resumed run already has them in its state.
+        dm = getattr(self.trainer, "datamodule", None)
+        if dm is not None and hasattr(dm, "scales") and self.trainer.ckpt_path is None:
+            self.set_scales(dm.scales)
+
+    def training_step(self, b: Batch, batch_idx: int) -> torch.Tensor:
+        loss = self.loss_fn(self(b), b.y)
+        self.log("train_loss", loss, prog_bar=True, batch_size=b.size)
+        return loss
+
+    def validation_step(self, b: Batch, batch_idx: int) -> None:
+        pred = self(b)
+        self.log("val_loss", self.loss_fn(pred, b.y), batch_size=b.size)
+        self._val.append((pred.detach().cpu().numpy(), b.y.cpu().numpy(), b.task.cpu().numpy()))
+
+    def on_validation_epoch_end(self) -> None:
+        if not self._val:
+            return
+        pred, y, task = (np.concatenate(x) for x in zip(*self._val))
+        self._val.clear()
+        report = ranking_report(pred, y, 1.0 / np.maximum(y, 1e-12), task)
+        self.log("val_peak@1", report["peak@1"], prog_bar=True)
+        self.log("val_peak@5", report["peak@5"])
+        self.log("val_pairwise", report["pairwise_acc"])
+
+    def configure_optimizers(self):
+        return torch.optim.Adam(self.parameters(), lr=self.hparams.lr, weight_decay=self.hparams.weight_decay)
+
+    def predict_rows(self, gather, rows: np.ndarray, batch_size: int = 4096,
+                     device: Optional[torch.device] = None) -> np.ndarray:
+        """Scores for store rows, in eval mode, without gradients."""
+        self.eval()
+        out = []
+        with torch.no_grad():
+            for i in range(0, len(rows), batch_size):
+                b = gather(rows[i:i + batch_size])
+                out.append(self(b.to(device) if device else b).cpu().numpy())
+        return np.concatenate(out) if out else np.zeros(0, np.float32)

@@ -1,0 +1,81 @@
+"""Pretraining driven by LightningCLI and the YAML recipes in ``training/``.
+
+The command line of ``pruner-train pretrain`` becomes LightningCLI arguments layered over the
+recipe, so a run can equally be started with ``python -m pruner_offline.training.cli``.
+A run directory holds ``run/checkpoints/last.ckpt``; starting the same command again resumes
+from it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional, Sequence
+
+from lightning.pytorch.cli import LightningCLI
+
+from .data import StoreDataModule
+from .evaluate import Evaluation, evaluate_module
+from .export import export_model
+from .module import CostModelModule
+
+RECIPES = Path(__file__).resolve().parents[2] / "training"
+RECIPE_OF_MODEL = {"draft": ["pretrain.yaml", "draft.yaml"]}
+
+
+@dataclass
+class PretrainResult:
+    model: str
+    model_file: Path
+    evaluation: Evaluation  # on the split's test records
+    train_seconds: float
+    epochs: int
+
+
+def recipe_configs(model: str, extra: Sequence[Path] = ()) -> list[Path]:
+    names = RECIPE_OF_MODEL.get(model, ["pretrain.yaml"])
+    configs = [RECIPES / n for n in names]
+    missing = [str(c) for c in configs if not c.is_file()]
+    if missing:
+        raise FileNotFoundError(f"training recipe not found: {', '.join(missing)}")
+    return configs + list(extra)
+
+
+def make_cli(args: list[str]) -> LightningCLI:
+    return LightningCLI(CostModelModule, StoreDataModule, run=False, args=args,
+                        save_config_kwargs={"overwrite": True}, auto_configure_optimizers=False)
+
+
+def pretrain(store: Path, model: str, split: str, out_dir: Path, *, max_epochs: Optional[int] = None,
+             seed: int = 0, accelerator: Optional[str] = None, devices: Optional[str] = None,
+             strategy: Optional[str] = None, batch_size: Optional[int] = None, extra_configs: Sequence[Path] = (),
+             progress: bool = True, feature_schema: str = "") -> PretrainResult:
+    run_dir = out_dir / model
+    args = [a for c in recipe_configs(model, extra_configs) for a in ("--config", str(c))]
+    args += ["--model.model", model, "--model.feature_schema", feature_schema,
+             "--data.store", str(store), "--data.split", split, "--seed_everything", str(seed),
+             "--trainer.logger.init_args.save_dir", str(run_dir),
+             "--trainer.enable_progress_bar", str(progress).lower()]
+    for flag, value in (("max_epochs", max_epochs), ("accelerator", accelerator), ("devices", devices),
+                        ("strategy", strategy)):
+        if value is not None:
+            args += [f"--trainer.{flag}", str(value)]
+    if batch_size is not None:
+        args += ["--data.batch_size", str(batch_size)]
+    cli = make_cli(args)
+    last = run_dir / "run" / "checkpoints" / "last.ckpt"
+    start = time.perf_counter()
+    cli.trainer.fit(cli.model, datamodule=cli.datamodule, ckpt_path=str(last) if last.is_file() else None)
+    seconds = time.perf_counter() - start
+    best = cli.trainer.checkpoint_callback.best_model_path if cli.trainer.checkpoint_callback else ""
+    module = CostModelModule.load_from_checkpoint(best, weights_only=True) if best else cli.model
+    dm = cli.datamodule
+    evaluation = evaluate_module(module, dm)
+    meta = {"store": str(store), "split": split, "seed": seed, "test_metrics": evaluation.metrics,
+            "train_records": int(len(dm.train_rows)), "test_records": int(len(dm.test_rows)),
+            "epochs": int(cli.trainer.current_epoch), "train_seconds": round(seconds, 2)}
+    model_file = export_model(module, out_dir / f"{model}.pt", meta)
+    (out_dir / f"{model}.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
+    return PretrainResult(model, model_file, evaluation, seconds, int(cli.trainer.current_epoch))

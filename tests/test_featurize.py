@@ -1,0 +1,112 @@
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import h5py
+import numpy as np
+import pytest
+
+from pruner_offline.featurize import FeaturizeSettings, run_featurize
+from pruner_offline.store.merge import merge
+from pruner_offline.store.reader import FeatureStore
+
+SMALL = ("8c53ca2904398da2889aa7508082d7bb", "7d79c516e212fe1d73f5dbb90eaca2cf")  # pools and softmaxes
+
+
+@pytest.fixture(scope="module")
+def small_dataset(tenset_mini, tmp_path_factory):
+    """Four real llvm record files (239 records), one real cuda file, and the real task pickles."""
+    root = tmp_path_factory.mktemp("ds") / "mini"
+    dev = root / "measure_records" / "epyc-zen3"
+    dev.mkdir(parents=True)
+    for f in (tenset_mini / "measure_records" / "epyc-zen3").glob("*.json"):
+        if any(h in f.name for h in SMALL):
+            shutil.copy(f, dev / f.name)
+    (root / "to_measure_programs").mkdir()
+    cuda = next(f for f in (tenset_mini / "to_measure_programs").glob("*.json") if SMALL[0] in f.name)
+    shutil.copy(cuda, root / "to_measure_programs" / cuda.name)
+    shutil.copytree(tenset_mini / "network_info", root / "network_info")
+    for p in root.rglob("*"):
+        os.chmod(p, 0o755 if p.is_dir() else 0o644)
+    return root
+
+
+def _arrays(path):
+    with h5py.File(path, "r") as f:
+        out = {}
+        f.visititems(lambda name, obj: out.__setitem__(name, obj[...]) if isinstance(obj, h5py.Dataset) else None)
+        return out
+
+
+def _same(a, b):
+    assert sorted(a) == sorted(b)
+    for k in a:
+        np.testing.assert_array_equal(a[k], b[k], err_msg=k)
+
+
+@pytest.fixture(scope="module")
+def whole(small_dataset, tmp_path_factory):
+    out = tmp_path_factory.mktemp("whole") / "whole.h5"
+    report = run_featurize(FeaturizeSettings(str(small_dataset), include_unmeasured=True), out)
+    return out, report
+
+
+def test_featurize_real_records(whole):
+    out, report = whole
+    assert report.records == 24 + 23 + 96 + 96 + 100
+    assert report.replayed == report.records and report.failed == 0
+    data = FeatureStore(out, expect_schema=FeatureStore(out).meta["feature_schema"]).load()
+    assert data.n_records == report.records
+    assert data.statements.shape[1] == 174 and data.symbols.shape[1] == 11
+    assert data.dataflow.shape[1:] == (8, 23)
+    assert np.isfinite(data.statements).all() and np.isfinite(data.records["draft_score"]).all()
+    labels = data.records["label"]
+    measured = np.array([d != "(unmeasured)" for d in data.file_devices])[data.records["file_id"]]
+    assert np.isnan(labels[~measured]).all()
+    assert (labels[measured] > 0).all() and labels[measured].max() == pytest.approx(1.0)
+    assert data.task_networks[0]  # networks and weights travel with the store
+    assert data.file_paths[0].startswith("measure_records/epyc-zen3/")
+
+
+def test_killed_run_resumes_to_the_same_store(small_dataset, whole, tmp_path):
+    out = tmp_path / "resumed.h5"
+    cmd = [sys.executable, "-m", "pruner_offline.cli", "featurize", str(small_dataset), "--out", str(out),
+           "--include-unmeasured", "--quiet"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    parts = tmp_path / "resumed.h5.parts"
+    deadline = time.time() + 120
+    while time.time() < deadline and len(list(parts.glob("*.npz"))) < 2:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    done = len(list(parts.glob("*.npz")))
+    assert 2 <= done < 5 and not out.exists(), "the run was not cut part way"
+    res = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    report = json.loads(res.stdout.strip().splitlines()[-1])
+    assert report["records"] == whole[1].records and report["processed"] < report["records"]
+    _same(_arrays(whole[0]), _arrays(out))
+    assert not parts.exists()
+
+
+def test_shards_merge_to_the_whole(small_dataset, whole, tmp_path):
+    shards = []
+    for i in range(2):
+        p = tmp_path / f"shard{i}.h5"
+        run_featurize(FeaturizeSettings(str(small_dataset), include_unmeasured=True, shard=(i, 2)), p)
+        shards.append(p)
+    merged = tmp_path / "merged.h5"
+    merge(merged, shards)
+    a, b = _arrays(whole[0]), _arrays(merged)
+    _same(a, b)
+
+
+def test_resuming_with_other_settings_is_refused(small_dataset, tmp_path):
+    parts = tmp_path / "s.h5.parts"
+    parts.mkdir()
+    (parts / "manifest.json").write_text(json.dumps({"gpu": "h200"}))
+    with pytest.raises(Exception, match="interrupted run with other settings"):
+        run_featurize(FeaturizeSettings(str(small_dataset)), tmp_path / "s.h5")

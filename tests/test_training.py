@@ -1,0 +1,88 @@
+import json
+import os
+import pickle
+
+import numpy as np
+import pytest
+import torch
+
+from pruner_offline.cli import main
+from pruner_offline.training.export import ModelFileError, load_model
+from pruner_offline.training.run import pretrain
+
+from synthetic import synthetic_store
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    return synthetic_store(tmp_path_factory.mktemp("syn") / "s.h5")
+
+
+def test_pacm_learns_a_ranking_and_resumes(store, tmp_path):
+    first = pretrain(store, "pacm", "within_task:0.3", tmp_path, max_epochs=4, feature_schema="synthetic-1",
+                     progress=False)
+    assert first.epochs == 4
+    last = tmp_path / "pacm" / "run" / "checkpoints" / "last.ckpt"
+    assert last.is_file()
+    # the same command with more epochs continues from last.ckpt instead of starting over
+    again = pretrain(store, "pacm", "within_task:0.3", tmp_path, max_epochs=12, feature_schema="synthetic-1",
+                     progress=False)
+    assert again.epochs == 12
+    metrics = again.evaluation.metrics
+    rng = np.random.default_rng(0)
+    from pruner_offline.training.evaluate import evaluate_predictions, split_data
+
+    dm = split_data(store, "within_task:0.3")
+    random = np.mean([evaluate_predictions(rng.random(len(dm.test_rows)), dm, dm.test_rows).metrics["pairwise_acc"]
+                      for _ in range(5)])
+    assert metrics["pairwise_acc"] > random + 0.15, (metrics, random)
+    module, meta = load_model(again.model_file, expect_schema="synthetic-1")
+    assert meta["split"] == "within_task:0.3" and meta["test_records"] == len(dm.test_rows)
+    # the exported model scores exactly as the trained one did
+    pred = module.predict_rows(dm.gather, dm.test_rows)
+    assert evaluate_predictions(pred, dm, dm.test_rows).metrics == pytest.approx(metrics)
+
+
+def test_model_files_are_checked(store, tmp_path):
+    r = pretrain(store, "draft", "within_task", tmp_path, max_epochs=1, feature_schema="synthetic-1", progress=False)
+    with pytest.raises(ModelFileError, match="schema 'synthetic-1'.*retrain"):
+        load_model(r.model_file, expect_schema="2")
+    victim = tmp_path / "pwned"
+
+    class Evil:
+        def __reduce__(self):
+            return (os.system, (f"touch {victim}",))
+
+    bad = tmp_path / "evil.pt"
+    torch.save({"format": "pruner-offline-model/1", "x": Evil()}, bad)
+    with pytest.raises(ModelFileError, match="not a loadable model file"):
+        load_model(bad)
+    assert not victim.exists()
+    other = tmp_path / "other.pt"
+    torch.save({"weights": torch.zeros(2)}, other)
+    with pytest.raises(ModelFileError, match="not a pruner-offline model file"):
+        load_model(other)
+
+
+def _last_json(capsys):
+    return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+
+
+def test_cli_pretrain_evaluate_compare(store, tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["pretrain", "--data", str(store), "--model", "mlp", "--out", str(out), "--max-epochs", "2",
+                 "--quiet", "--json"]) == 0
+    res = _last_json(capsys)
+    ckpt = res["mlp"]["checkpoint"]
+    assert ckpt.endswith("mlp.pt") and res["mlp"]["records"] > 0
+    assert main(["evaluate", "--checkpoint", ckpt, "--data", str(store), "--json", "--quiet"]) == 0
+    ev = _last_json(capsys)
+    assert set(ev) >= {"peak@1", "peak@5", "topk@1", "topk@5", "pairwise_acc", "records", "tasks"}
+    assert ev["peak@1"] == pytest.approx(res["mlp"]["peak@1"])
+    assert (out / "evaluate_mlp_scatter.png").stat().st_size > 1000
+    assert (out / "evaluate_mlp_score_at_k.png").stat().st_size > 1000
+    assert main(["compare", "--data", str(store), "--models", "draft", "gbdt", "--out", str(tmp_path / "cmp"),
+                 "--max-epochs", "2", "--json", "--quiet"]) == 0
+    table = _last_json(capsys)
+    assert set(table) == {"draft", "gbdt"}
+    assert all({"peak@1", "topk@5", "train_seconds"} <= set(v) for v in table.values())
