@@ -1,6 +1,9 @@
-"""Featurize a TenSet dataset into one HDF5 store: records → replay → features → store.
+"""Featurize a dataset into one HDF5 store: records → replay → features → store.
 
-Work is cut into record files (one task on one device). Each file is featurized as a
+Sources: a TenSet dataset (Ansor records replayed on TIR) or a MetaSchedule JSON database
+(traces applied to their workloads); both give scheduled TIR, featurized the same way.
+
+Work is cut into record files (one task on one device), or workloads of a database. Each unit is featurized as a
 whole by a worker and saved as an atomic part under ``OUT.parts/``; a run that is killed
 resumes with the files whose part is missing, and the store is assembled from the parts in
 file order, so it has the same content however the run was cut or parallelised.
@@ -23,7 +26,9 @@ import numpy as np
 from .store.parts import check_manifest, done_indices, part_path, read_part, write_part
 from .store.schema import UnitFeatures
 from .store.writer import write_store
-from .tenset.dataset import UNMEASURED, DatasetLayout, TaskIndex, discover, load_task_index
+from .replay.metaschedule import (RECORD_FILE, WORKLOAD_FILE, is_metaschedule_database, read_ms_records,
+                                  scheduled_funcs, workload_hash)
+from .tenset.dataset import UNMEASURED, TaskIndex, discover, load_task_index
 from .tenset.records import BadLine, Record, read_records
 from .tenset.labels import mean_costs, task_labels
 from .tenset.step_vectors import MAX_STEPS, STEP_DIM, step_vectors
@@ -69,17 +74,48 @@ class FeaturizeReport:
 
 @dataclass(frozen=True)
 class _Unit:
-    index: int  # position in the dataset's full file list: fixes the store's order
+    index: int  # position in the dataset's full list of units: fixes the store's order
     device: str
-    path: Path
+    path: Path  # the record file
+    workload: Optional[int] = None  # MetaSchedule databases: the workload this unit covers
 
 
-def plan_units(layout: DatasetLayout, settings: FeaturizeSettings) -> list[_Unit]:
-    files = [(dev, p) for dev, p in layout.record_files(settings.device)]
-    if settings.include_unmeasured:
-        files += [(UNMEASURED, p) for p in layout.unmeasured_files()]
+@dataclass
+class _Program:
+    """A measured (or sampled) program from any source, before featurization."""
+
+    line: int
+    position: int  # among the unit's records, in file order
+    cost: float
+    error_no: int
+    label: float
+    func: object  # scheduled tvm PrimFunc, or None when it could not be made
+    reason: str  # why func is None
+    raw_steps: tuple = ()  # Ansor steps (TenSet) for the TLP vectors; none for MetaSchedule
+
+
+@dataclass
+class _UnitPrograms:
+    key: str
+    target_kind: str
+    programs: list  # of _Program, built lazily by the TenSet source (replay per record)
+    records_read: int
+    bad_lines: list[tuple[int, str]]
+
+
+def plan_units(root: Path, settings: FeaturizeSettings) -> list[_Unit]:
+    """Units of work: record files of a TenSet dataset, or workloads of a MetaSchedule database."""
+    if is_metaschedule_database(root):
+        n = sum(1 for line in open(root / WORKLOAD_FILE, "rb") if line.strip())
+        units = [_Unit(k, root.name, root / RECORD_FILE, k) for k in range(n)]
+    else:
+        layout = discover(root)
+        files = [(dev, p) for dev, p in layout.record_files(settings.device)]
+        if settings.include_unmeasured:
+            files += [(UNMEASURED, p) for p in layout.unmeasured_files()]
+        units = [_Unit(k, dev, p) for k, (dev, p) in enumerate(files)]
     i, n = settings.shard
-    return [_Unit(k, dev, p) for k, (dev, p) in enumerate(files) if k % n == i]
+    return [u for u in units if u.index % n == i]
 
 
 @lru_cache(maxsize=2)
@@ -93,49 +129,78 @@ def reason_category(reason: str) -> str:
     return reason.split(": ", 1)[0].strip() or "unknown"
 
 
-def featurize_unit(settings: FeaturizeSettings, unit: _Unit) -> UnitFeatures:
-    """Replay and featurize every record of one file; a failing record is kept as a reason."""
-    from .features import featurize_prim_func
+def _tenset_programs(settings: FeaturizeSettings, unit: _Unit) -> _UnitPrograms:
     from .replay import replay_record
 
-    root = Path(settings.dataset)
     records: list[Record] = []
-    failures: list[tuple[int, str]] = []
+    bad: list[tuple[int, str]] = []
     for item in read_records(unit.path):
         if isinstance(item, BadLine):
-            failures.append((item.source.line, f"unreadable line: {item.reason}"))
+            bad.append((item.source.line, f"unreadable line: {item.reason}"))
         else:
             records.append(item)
     cost = mean_costs([r.costs for r in records])
-    if unit.device == UNMEASURED:
-        labels = np.full(len(records), np.nan)
-    else:
-        labels = task_labels(cost, np.array([r.ok for r in records], dtype=bool))
+    labels = (np.full(len(records), np.nan) if unit.device == UNMEASURED
+              else task_labels(cost, np.array([r.ok for r in records], dtype=bool)))
     task = None
     if records:
-        r0 = records[0]
-        task = _task_index(settings.dataset).tasks.get((r0.workload_key.text, r0.target_kind))
+        task = _task_index(settings.dataset).tasks.get((records[0].workload_key.text, records[0].target_kind))
+
+    def program(pos: int, rec: Record) -> _Program:
+        if task is None:
+            func, reason = None, "unknown task: no task pickle has this workload key"
+        else:
+            replayed = replay_record(task, rec)
+            func = replayed.mod["main"] if replayed.ok else None
+            reason = "" if replayed.ok else f"{replayed.reason}: {replayed.detail}"
+        return _Program(rec.source.line, pos, float(cost[pos]), rec.error_no, float(labels[pos]), func, reason,
+                        rec.raw_steps)
+
+    key, kind = (records[0].workload_key.text, records[0].target_kind) if records else ("", "")
+    return _UnitPrograms(key, kind, (program(i, r) for i, r in enumerate(records)), len(records), bad)
+
+
+def _metaschedule_programs(settings: FeaturizeSettings, unit: _Unit) -> _UnitPrograms:
+    root = unit.path.parent
+    records, bad = [], []
+    for item in read_ms_records(root):
+        if isinstance(item, BadLine):
+            if unit.workload == 0:  # every unit reads the whole file; one of them reports its bad lines
+                bad.append((item.source.line, f"unreadable line: {item.reason}"))
+        elif item.workload == unit.workload:
+            records.append(item)
+    cost = np.array([r.cost for r in records])
+    labels = task_labels(cost, np.array([r.ok for r in records], dtype=bool))
+    programs = [_Program(rec.source.line, pos, float(cost[pos]), 0 if rec.ok else 4, float(labels[pos]), func, reason)
+                for pos, (rec, func, reason) in enumerate(scheduled_funcs(root, records))]
+    kind = records[0].target_kind if records else ""
+    return _UnitPrograms(f"ms:{workload_hash(root, unit.workload)}", kind, programs, len(records), bad)
+
+
+def featurize_unit(settings: FeaturizeSettings, unit: _Unit) -> UnitFeatures:
+    """Featurize every program of one unit; a program that fails is kept as a reason."""
+    from .features import featurize_prim_func
+
+    source = _tenset_programs if unit.workload is None else _metaschedule_programs
+    got = source(settings, unit)
+    failures = list(got.bad_lines)
+    device = settings.gpu if got.target_kind == "cuda" else settings.cpu
     rows: dict[str, list] = {k: [] for k in ("line", "position", "label", "cost", "error_no", "stmt_count",
                                              "draft_score", "statements", "symbols", "dataflow", "steps")}
-    for pos, rec in enumerate(records):
-        if task is None:
-            failures.append((rec.source.line, "unknown task: no task pickle has this workload key"))
-            continue
-        replayed = replay_record(task, rec)
-        if not replayed.ok:
-            failures.append((rec.source.line, f"{replayed.reason}: {replayed.detail}"))
+    for prog in got.programs:
+        if prog.func is None:
+            failures.append((prog.line, prog.reason))
             continue
         try:
-            feats = featurize_prim_func(replayed.mod["main"], rec.target_kind,
-                                        device=settings.gpu if rec.target_kind == "cuda" else settings.cpu)
+            feats = featurize_prim_func(prog.func, got.target_kind, device=device)
         except Exception as exc:  # noqa: BLE001 - one program's failure must not end the run
-            failures.append((rec.source.line, f"features: {type(exc).__name__}: {exc}"))
+            failures.append((prog.line, f"features: {type(exc).__name__}: {exc}"))
             continue
-        for k, v in (("line", rec.source.line), ("position", pos), ("label", labels[pos]),
-                     ("cost", cost[pos]), ("error_no", rec.error_no), ("stmt_count", len(feats.statements)),
+        for k, v in (("line", prog.line), ("position", prog.position), ("label", prog.label),
+                     ("cost", prog.cost), ("error_no", prog.error_no), ("stmt_count", len(feats.statements)),
                      ("draft_score", feats.draft_score), ("statements", feats.statements),
                      ("symbols", feats.symbols), ("dataflow", feats.dataflow),
-                     ("steps", step_vectors(rec.raw_steps))):
+                     ("steps", step_vectors(prog.raw_steps))):
             rows[k].append(v)
     arrays = {k: np.asarray(rows[k]) for k in ("line", "position", "label", "cost", "error_no", "stmt_count",
                                                "draft_score")}
@@ -143,9 +208,11 @@ def featurize_unit(settings: FeaturizeSettings, unit: _Unit) -> UnitFeatures:
     arrays["symbols"] = np.concatenate(rows["symbols"]) if rows["symbols"] else np.zeros((0, 11), np.float32)
     arrays["dataflow"] = np.stack(rows["dataflow"]) if rows["dataflow"] else np.zeros((0, 8, 23), np.float32)
     arrays["steps"] = np.stack(rows["steps"]) if rows["steps"] else np.zeros((0, MAX_STEPS, STEP_DIM), np.float32)
+    root = Path(settings.dataset)
     rel = str(unit.path.relative_to(root)) if unit.path.is_relative_to(root) else str(unit.path)
-    key, kind = (records[0].workload_key.text, records[0].target_kind) if records else ("", "")
-    return UnitFeatures(rel, unit.device, key, kind, arrays, failures, len(records))
+    if unit.workload is not None:
+        rel += f"#workload={unit.workload}"
+    return UnitFeatures(rel, unit.device, got.key, got.target_kind, arrays, failures, got.records_read)
 
 
 def _work(args: tuple[FeaturizeSettings, _Unit, Path]) -> tuple[int, int, int]:
@@ -159,10 +226,10 @@ def run_featurize(settings: FeaturizeSettings, out: Path, jobs: int = 1,
                   on_progress: Optional[Callable[[int, int], None]] = None) -> FeaturizeReport:
     """Featurize into ``out``. ``on_progress(records_done, files_done)`` is called per file."""
     start = time.perf_counter()
-    layout = discover(settings.dataset)
-    units = plan_units(layout, settings)
+    root = Path(settings.dataset)
+    units = plan_units(root, settings)
     parts = out.with_name(out.name + ".parts")
-    check_manifest(parts, settings.manifest([str(u.path.relative_to(layout.root)) for u in units]))
+    check_manifest(parts, settings.manifest([f"{u.path.relative_to(root)}#{u.workload}" for u in units]))
     done = done_indices(parts)
     todo = [u for u in units if u.index not in done]
     for u in units:
@@ -183,11 +250,11 @@ def run_featurize(settings: FeaturizeSettings, out: Path, jobs: int = 1,
             processed += n_read
             if on_progress:
                 on_progress(n_read, 1)
-    index = _task_index(settings.dataset)
     networks: dict[str, dict[str, int]] = {}
-    for net in index.networks:
-        for t, w in zip(net.tasks, net.weights):
-            networks.setdefault(f"{t.workload_key}|{t.target_kind}", {})[net.name] = w
+    if not is_metaschedule_database(root):
+        for net in _task_index(settings.dataset).networks:
+            for t, w in zip(net.tasks, net.weights):
+                networks.setdefault(f"{t.workload_key}|{t.target_kind}", {})[net.name] = w
     unit_feats = [(u.index, read_part(part_path(parts, u.index))) for u in units]
     meta = {"feature_schema": settings.manifest([])["feature_schema"], "dataset": settings.dataset,
             "settings": {k: v for k, v in asdict(settings).items() if k != "shard"},

@@ -10,7 +10,7 @@ import pytest
 
 from pruner_offline.cli import main
 from pruner_offline.tenset.dataset import (
-    DatasetError, discover, iter_task_records, load_task_index, summarize,
+    DatasetError, discover, iter_task_records, load_task_index,
 )
 from pruner_offline.tenset.labels import task_labels
 from pruner_offline.tenset.splits import ALL_FIVE, SplitError, SplitSpec, parse_split, test_mask as split_mask

@@ -1,6 +1,5 @@
 import json
 import os
-import pickle
 
 import numpy as np
 import pytest

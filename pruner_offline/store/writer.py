@@ -11,7 +11,7 @@ import h5py
 import numpy as np
 
 from .parts import read_part
-from .schema import DENSE_ARRAYS, RECORD_ARRAYS, STATEMENT_ARRAYS, STORE_FORMAT, StoreError, UnitFeatures
+from .schema import DENSE_ARRAYS, RECORD_ARRAYS, STATEMENT_ARRAYS, STORE_FORMAT, UnitFeatures
 
 _STR = h5py.string_dtype()
 
@@ -33,13 +33,17 @@ def write_store(out: Path, units: Sequence[tuple[int, UnitFeatures]], meta: dict
     task_of_unit = []
     for _, u in units:
         key = f"{u.workload_key}|{u.target_kind}"
+        if not len(u.arrays["line"]):  # no records, no task row: keeps task ids dense
+            task_of_unit.append(-1)
+            continue
         if key not in task_keys:
             task_keys.append(key)
         task_of_unit.append(task_keys.index(key))
     n_rows = [len(u.arrays["line"]) for _, u in units]
 
     def cat(name: str, dtype=None) -> np.ndarray:
-        parts = [u.arrays[name] for _, u in units]
+        # a unit without records may carry placeholder shapes; it adds no rows either way
+        parts = [u.arrays[name] for _, u in units if len(u.arrays[name])] or [u.arrays[name] for _, u in units[:1]]
         return np.concatenate(parts).astype(dtype or parts[0].dtype, copy=False) if parts else np.zeros(0, dtype)
 
     tmp = out.with_name(out.name + f".tmp{os.getpid()}")

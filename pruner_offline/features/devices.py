@@ -1,0 +1,60 @@
+"""Device constants for the analytic draft score, by name or given explicitly.
+
+GPU figures are fp32 peak GFLOP/s, DRAM bandwidth GB/s and SM count. K80, T4, TITAN V and A100 are the
+values the Pruner paper uses; V100 (SXM2), H100 (SXM5) and H200 are NVIDIA's datasheet figures
+(H100 SXM and H200 share the GH100 die: 132 SMs x 128 FP32 lanes x 2 x ~1.98 GHz ~ 66.9 TFLOP/s; they
+differ in memory: 3.35 TB/s HBM3 vs 4.8 TB/s HBM3e).
+
+CPU figures (cores, SIMD width, last-level cache, peak, bandwidth) are approximate datasheet values for
+the CPUs TenSet measured on; peak = cores x GHz x FMA units x 2 x fp32 lanes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class DeviceConstants:
+    name: str
+    is_gpu: bool
+    peak_gflops: float
+    bandwidth_gbs: float
+    num_units: int  # SMs on a GPU, cores on a CPU
+    vector_bytes: int = 0  # CPU SIMD register width
+    cache_bytes: int = 0  # CPU last-level cache per core
+    warp_size: int = 32
+    warp_schedulers: int = 4  # per SM
+    parallel_launch_s: float = 5e-6  # CPU: waking the thread pool for one parallel loop
+
+
+DEVICES: dict[str, DeviceConstants] = {
+    d.name: d
+    for d in (
+        DeviceConstants("k80", True, 8226, 480, 26),
+        DeviceConstants("t4", True, 8141, 320, 40),
+        DeviceConstants("titanv", True, 14900, 651, 80),
+        DeviceConstants("v100", True, 15700, 900, 80),
+        DeviceConstants("a100", True, 19490, 1935, 108),
+        DeviceConstants("h100", True, 66900, 3350, 132),
+        DeviceConstants("h200", True, 66900, 4800, 132),
+        DeviceConstants("orin", True, 2660, 204, 16),
+        # TenSet CPUs. 8272CL: 2 AVX-512 FMA units at ~2.6 GHz; 7452: AVX2, 2 FMA, ~2.35 GHz;
+        # graviton2: 2x128-bit NEON FMA, 2.5 GHz; i7 (8th gen desktop): AVX2, 6 cores, 3.7 GHz.
+        DeviceConstants("platinum-8272", False, 16 * 2.6 * 2 * 2 * 16, 140, 16, 64, 1_375_000),
+        DeviceConstants("epyc-7452", False, 32 * 2.35 * 2 * 2 * 8, 190, 32, 32, 4_000_000),
+        DeviceConstants("graviton2", False, 64 * 2.5 * 2 * 2 * 4, 200, 64, 16, 1_000_000),
+        DeviceConstants("i7", False, 6 * 3.7 * 2 * 2 * 8, 40, 6, 32, 2_000_000),
+    )
+}
+DEFAULT_DEVICE = {"cuda": "h200", "llvm": "platinum-8272"}
+
+
+def get_device(device: str | DeviceConstants) -> DeviceConstants:
+    if isinstance(device, DeviceConstants):
+        return device
+    try:
+        return DEVICES[device.lower()]
+    except KeyError:
+        raise KeyError(f"unknown device {device!r}; known: {sorted(DEVICES)} "
+                       "(or pass a DeviceConstants)") from None

@@ -1,0 +1,79 @@
+"""The one entry point: a scheduled TIR PrimFunc -> every feature the models use."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import tvm
+from tvm import s_tir, tirx
+from tvm.s_tir import transform as st
+
+from .dataflow import dataflow_pattern
+from .devices import DEFAULT_DEVICE, DeviceConstants, get_device
+from .draft_score import analytic_score
+from .op_tag import op_tag_embedding
+from .per_store import GPU_KINDS, per_store_features
+from .schema import FEATURE_SCHEMA_VERSION
+from .symbols import psa_symbols
+from .tir_walk import WalkResult, walk
+
+
+@dataclass(frozen=True)
+class ProgramFeatures:
+    statements: np.ndarray  # [n, 174] float32: 164 per-store features + 10 op-tag one-hot
+    dataflow: np.ndarray  # [8, 23] float32
+    symbols: np.ndarray  # [n, 11] float32, SYMBOL_COLUMNS
+    draft_score: float  # analytic throughput estimate, 1/s, higher is faster
+    schema_version: int = FEATURE_SCHEMA_VERSION
+
+
+class FeatureAlignmentError(ValueError):
+    """The TIR walk and PerStoreFeature disagree on the statements of a program."""
+
+
+def _lowered_for_features(func: tirx.PrimFunc) -> tirx.PrimFunc:
+    # The structural part of PerStoreFeature's own preprocessing: it can add statements (cross-thread
+    # reduction buffers) or drop some (weight layout rewrites), which the walk then sees as the
+    # extractor does. Only needed when the walk of the scheduled TIR disagrees, so built on demand.
+    passes = tvm.transform.Sequential([
+        st.RemoveWeightLayoutRewriteBlock(True), st.LowerCrossThreadReduction(), st.LowerInitBlock(),
+        st.PlanAndUpdateBufferAllocationLocation(), st.ConvertBlocksToOpaque(),
+        st.CompactBufferAllocation(), st.LowerAutoCopy(), st.UnifyThreadBinding(),
+        st.LowerMatchBuffer(),
+    ])
+    return passes(tvm.IRModule({"main": func}))["main"]
+
+
+def _aligned_walk(func: tirx.PrimFunc, n_rows: int) -> WalkResult:
+    walked = walk(func)
+    if len(walked.rows) != n_rows:
+        walked = walk(_lowered_for_features(func))
+    if len(walked.rows) != n_rows:
+        raise FeatureAlignmentError(
+            f"PerStoreFeature found {n_rows} statements, the TIR walk {len(walked.rows)}")
+    return walked
+
+
+def featurize_prim_func(program: tirx.PrimFunc | s_tir.Schedule, target_kind: str,
+                        device: str | DeviceConstants | None = None) -> ProgramFeatures:
+    """Features of one scheduled PrimFunc (or the Schedule holding it, which is faster) for target
+    kind "cuda" (or another GPU kind) or "llvm".
+
+    device: a name in devices.DEVICES or explicit DeviceConstants; defaults to h200 for GPU kinds and
+    platinum-8272 for llvm. Only the draft score depends on it.
+    """
+    is_gpu = target_kind in GPU_KINDS
+    dev = get_device(device or DEFAULT_DEVICE["cuda" if is_gpu else "llvm"])
+    if dev.is_gpu != is_gpu:
+        raise ValueError(f"device {dev.name} does not match target kind {target_kind}")
+    per_store = per_store_features(program, target_kind)
+    func = program.mod["main"] if isinstance(program, s_tir.Schedule) else program
+    walked = _aligned_walk(func, len(per_store))
+    symbols = psa_symbols(walked.rows, is_gpu)
+    return ProgramFeatures(
+        statements=np.concatenate([per_store, op_tag_embedding(walked.rows)], axis=1),
+        dataflow=dataflow_pattern(walked, per_store, symbols),
+        symbols=symbols.values.astype(np.float32),
+        draft_score=analytic_score(symbols, dev),
+    )

@@ -1,0 +1,220 @@
+"""One pass over a scheduled TIR PrimFunc that records, per buffer store, what the symbols, the op tag
+and the dataflow pattern need: the enclosing loops, the buffers touched and which loops index them.
+
+The walk accepts TIR as a schedule leaves it (blocks with iter vars bound by SBlockRealize) as well as
+lowered TIR (opaque blocks, loop vars in the indices): block iter vars are resolved to the loop vars
+of their bindings, so "loop l indexes buffer b" means the same thing in both forms.
+
+Statements are grouped the way MetaSchedule's PerStoreFeature groups them (one row per written
+buffer, in order of its first non-constant store, described by its last one), so row i of the
+symbols and row i of the per-store features describe the same statement.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import tvm
+import tvm_ffi
+from tvm import tirx
+from tvm.ir.expr import Call, TensorLoad
+from tvm.s_tir import SBlock, SBlockRealize
+
+# Loop kinds, as far as the symbols care.
+SERIAL, UNROLLED, VECTORIZED, PARALLEL, VTHREAD, BLOCK_IDX, THREAD_IDX = (
+    "serial", "unrolled", "vectorized", "parallel", "vthread", "blockIdx", "threadIdx")
+
+_FOR_KIND = {
+    tirx.ForKind.SERIAL: SERIAL,
+    tirx.ForKind.UNROLLED: UNROLLED,
+    tirx.ForKind.VECTORIZED: VECTORIZED,
+    tirx.ForKind.PARALLEL: PARALLEL,
+}
+_FLOAT_OPS = (tirx.Add, tirx.Sub, tirx.Mul, tirx.Div, tirx.Mod, tirx.FloorDiv, tirx.FloorMod)
+_OTHER_FLOAT_OPS = (tirx.Max, tirx.Min)
+_FMA = tvm.ir.Op.get("tirx.fma")
+_IF_THEN_ELSE = tvm.ir.Op.get("prim.if_then_else")  # a guard (padding), not arithmetic
+
+
+@dataclass(frozen=True)
+class Loop:
+    key: int  # identity of the loop variable
+    extent: int
+    kind: str
+    thread_tag: str  # "" unless bound to a thread axis
+
+
+@dataclass(frozen=True)
+class Access:
+    name: str
+    scope: str
+    elem_bytes: int
+    numel: int  # elements of the buffer as declared where it is accessed
+    loop_keys: frozenset[int]  # loops whose variables appear in the indices
+
+
+@dataclass(frozen=True)
+class Statement:
+    block: str
+    loops: tuple[Loop, ...]  # outermost first
+    write: Access
+    reads: tuple[Access, ...]  # distinct buffers loaded, the written one included if it is read
+    float_ops: int  # add, sub, mul, div, mod, fma in the stored value, per execution (§6's F)
+    other_float_ops: int  # float max/min and math calls (exp, sqrt...), which F leaves out
+    has_reduce_axis: bool
+
+    @property
+    def reads_itself(self) -> bool:
+        return any(r.name == self.write.name for r in self.reads)
+
+    @property
+    def is_copy(self) -> bool:
+        """Moves data between buffers without float arithmetic (cache stages, padding, layout)."""
+        return self.float_ops == 0 and bool(self.reads) and not self.reads_itself
+
+
+@dataclass(frozen=True)
+class WalkResult:
+    rows: tuple[Statement, ...]  # aligned with PerStoreFeature rows
+    inits: tuple[Statement, ...]  # stores of a constant (reduction inits), skipped by PerStoreFeature
+
+
+def _extent(expr) -> int:
+    return int(expr.value) if isinstance(expr, tirx.IntImm) else 1
+
+
+def _loop_kind(loop: tirx.For) -> str:
+    if loop.kind != tirx.ForKind.THREAD_BINDING:
+        return _FOR_KIND[loop.kind]
+    tag = loop.thread_binding.thread_tag
+    if tag.startswith("blockIdx"):
+        return BLOCK_IDX
+    if tag.startswith("threadIdx"):
+        return THREAD_IDX
+    return VTHREAD
+
+
+def _numel(buffer) -> int:
+    n = 1
+    for dim in buffer.shape:
+        n *= _extent(dim)
+    return n
+
+
+class _Walker:
+    def __init__(self) -> None:
+        self.loops: list[Loop] = []
+        # var identity -> loop keys it depends on; loop vars map to themselves.
+        self.var_loops: dict[int, frozenset[int]] = {}
+        self.block_stack: list[tuple[str, bool]] = [("", False)]
+        # buffer identity -> statement; insertion order = first non-constant store, as PerStoreFeature
+        self.rows: dict[int, Statement] = {}
+        self.inits: list[Statement] = []
+
+    def _loop_keys_of(self, expr) -> frozenset[int]:
+        keys: set[int] = set()
+
+        def on_var(var):
+            keys.update(self.var_loops.get(hash(var), ()))
+
+        tvm_ffi.structural_walk(expr, ((tirx.Var, on_var),))
+        return frozenset(keys)
+
+    def visit(self, stmt) -> None:
+        if isinstance(stmt, tirx.SeqStmt):
+            for s in stmt.seq:
+                self.visit(s)
+        elif isinstance(stmt, tirx.For):
+            key = hash(stmt.loop_var)
+            self.var_loops[key] = frozenset((key,))
+            tag = stmt.thread_binding.thread_tag if stmt.thread_binding is not None else ""
+            self.loops.append(Loop(key, _extent(stmt.extent), _loop_kind(stmt), tag))
+            self.visit(stmt.body)
+            self.loops.pop()
+        elif isinstance(stmt, SBlockRealize):
+            self._visit_block(stmt)
+        elif isinstance(stmt, SBlock):
+            self.visit(stmt.body)
+        elif isinstance(stmt, tirx.BufferStore):
+            self._visit_store(stmt)
+        elif isinstance(stmt, tirx.IfThenElse):
+            self.visit(stmt.then_case)
+            if stmt.else_case is not None:
+                self.visit(stmt.else_case)
+        elif isinstance(stmt, tirx.Bind):
+            self.var_loops[hash(stmt.var)] = self._loop_keys_of(stmt.value)
+        elif hasattr(stmt, "body"):  # AttrStmt, DeclBuffer, AllocBuffer and friends
+            self.visit(stmt.body)
+
+    def _visit_block(self, realize: SBlockRealize) -> None:
+        block = realize.block
+        has_reduce = False
+        for iv, value in zip(block.iter_vars, realize.iter_values):
+            self.var_loops[hash(iv.var)] = self._loop_keys_of(value)
+            has_reduce |= int(iv.iter_type) == tirx.IterVar.CommReduce
+        self.block_stack.append((block.name_hint or self.block_stack[-1][0], has_reduce))
+        if block.init is not None:
+            self.visit(block.init)
+        self.visit(block.body)
+        self.block_stack.pop()
+
+    def _visit_store(self, store: tirx.BufferStore) -> None:
+        loads: list[tuple[object, frozenset[int]]] = []
+        pending: set[int] = set()
+        float_ops = other_float_ops = 0
+
+        # Post-order visits a load's index variables right before the load itself.
+        def on_var(var):
+            pending.update(self.var_loops.get(hash(var), ()))
+
+        def on_load(load):
+            loads.append((load.source, frozenset(pending)))
+            pending.clear()
+
+        def on_arith(node):
+            nonlocal float_ops
+            float_ops += str(node.ty).startswith("float")
+
+        def on_other(node):
+            nonlocal other_float_ops
+            other_float_ops += str(node.ty).startswith("float")
+
+        def on_call(call):
+            nonlocal float_ops, other_float_ops
+            if call.op.same_as(_FMA):
+                float_ops += 1
+            elif str(call.ty).startswith("float") and not call.op.same_as(_IF_THEN_ELSE):
+                other_float_ops += 1
+
+        tvm_ffi.structural_walk(store.value, (
+            (tirx.Var, on_var), (TensorLoad, on_load), (_FLOAT_OPS, on_arith),
+            (_OTHER_FLOAT_OPS, on_other), (Call, on_call)))
+        write = self._access(store.buffer, self._union_keys(store.indices))
+        reads: dict[str, Access] = {}
+        for buffer, keys in loads:
+            prev = reads.get(buffer.name)
+            reads[buffer.name] = self._access(buffer, keys | (prev.loop_keys if prev else frozenset()))
+        name, has_reduce = self.block_stack[-1]
+        stmt = Statement(name, tuple(self.loops), write, tuple(reads.values()), float_ops,
+                         other_float_ops, has_reduce)
+        if isinstance(store.value, (tirx.IntImm, tirx.FloatImm)):
+            self.inits.append(stmt)
+        else:
+            self.rows[hash(store.buffer)] = stmt
+
+    def _union_keys(self, exprs) -> frozenset[int]:
+        keys: frozenset[int] = frozenset()
+        for e in exprs:
+            keys |= self._loop_keys_of(e)
+        return keys
+
+    @staticmethod
+    def _access(buffer, loop_keys: frozenset[int]) -> Access:
+        return Access(buffer.name, buffer.scope(), max(1, tvm.DataType(str(buffer.dtype)).bits // 8),
+                      _numel(buffer), loop_keys)
+
+
+def walk(func: tirx.PrimFunc) -> WalkResult:
+    walker = _Walker()
+    walker.visit(func.body)
+    return WalkResult(tuple(walker.rows.values()), tuple(walker.inits))

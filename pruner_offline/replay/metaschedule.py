@@ -1,0 +1,120 @@
+"""MetaSchedule JSON databases as a source of measured programs: trace → scheduled TIR.
+
+A database is two JSON-lines files: ``database_workload.json`` (one ``[hash, base64 IRModule]``
+per line) and ``database_tuning_record.json`` (``[workload_index, [trace, run_secs, target,
+args_info]]`` per line). Lines are checked here before TVM sees them: TVM's own reader gives
+up on the whole file at the first bad line, while a bad line here is reported as file:line and
+the rest is read.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, Optional, Union
+
+import numpy as np
+
+from ..tenset.records import BadLine, SourceLine
+
+WORKLOAD_FILE = "database_workload.json"
+RECORD_FILE = "database_tuning_record.json"
+FAILED_COST = 1e10  # as TenSet marks failed runs
+
+
+@dataclass(frozen=True)
+class MSRecordLine:
+    """One tuning record, checked but not yet given to TVM."""
+
+    source: SourceLine
+    workload: int  # line index (0-based) in the workload file
+    run_secs: tuple[float, ...]
+    target_kind: str
+    raw: str  # the line as written, handed to TVM when the program is needed
+
+    @property
+    def cost(self) -> float:
+        """Median run time; records without a valid time count as failed."""
+        ok = [s for s in self.run_secs if 0 < s < FAILED_COST]
+        return float(np.median(ok)) if ok else FAILED_COST
+
+    @property
+    def ok(self) -> bool:
+        return self.cost < FAILED_COST
+
+
+def is_metaschedule_database(path: Union[str, Path]) -> bool:
+    p = Path(path)
+    return (p / WORKLOAD_FILE).is_file() and (p / RECORD_FILE).is_file()
+
+
+def _check(obj: object) -> tuple[int, tuple[float, ...], str]:
+    if not (isinstance(obj, list) and len(obj) == 2 and type(obj[0]) is int and isinstance(obj[1], list)
+            and len(obj[1]) >= 3):
+        raise ValueError("not [workload_index, [trace, run_secs, target, ...]]")
+    trace, run_secs, target = obj[1][:3]
+    if not isinstance(trace, list):
+        raise ValueError("trace is not a list")
+    if run_secs is None:
+        run_secs = []
+    if not isinstance(run_secs, list) or any(type(s) not in (int, float) for s in run_secs):
+        raise ValueError("run_secs is not a list of numbers")
+    kind = target.get("kind") if isinstance(target, dict) else None
+    if not isinstance(kind, str):
+        raise ValueError("target has no kind")
+    return obj[0], tuple(float(s) for s in run_secs), kind
+
+
+def read_ms_records(root: Union[str, Path], start_line: int = 1) -> Iterator[Union[MSRecordLine, BadLine]]:
+    """Stream the tuning records of a database directory, from 1-based ``start_line`` on."""
+    root = Path(root)
+    n_workloads = sum(1 for line in open(root / WORKLOAD_FILE, "rb") if line.strip())
+    path = str(root / RECORD_FILE)
+    with open(path, "rb") as f:
+        for lineno, line in enumerate(f, 1):
+            if lineno < start_line or not line.strip():
+                continue
+            source = SourceLine(path, lineno)
+            try:
+                workload, run_secs, kind = _check(json.loads(line))
+            except (ValueError, UnicodeDecodeError) as exc:
+                yield BadLine(source, f"bad tuning record: {exc}")
+                continue
+            if not 0 <= workload < n_workloads:
+                yield BadLine(source, f"workload index {workload} out of range (0..{n_workloads - 1})")
+                continue
+            yield MSRecordLine(source, workload, run_secs, kind, line.decode().strip())
+
+
+def workload_hash(root: Union[str, Path], index: int) -> str:
+    """The structural hash MetaSchedule keys a workload by (line ``index`` of the workload file)."""
+    lines = [line for line in open(Path(root) / WORKLOAD_FILE, "rb") if line.strip()]
+    try:
+        return str(json.loads(lines[index])[0])
+    except (IndexError, ValueError, KeyError, TypeError):
+        return f"workload{index}"
+
+
+def scheduled_funcs(root: Union[str, Path], records: list[MSRecordLine]) -> list[tuple[MSRecordLine, Optional[object], str]]:
+    """(record, scheduled PrimFunc or None, failure reason) for each record, via TVM's own reader."""
+    from tvm import s_tir
+    from tvm.s_tir.meta_schedule.database import JSONDatabase
+
+    out: list[tuple[MSRecordLine, Optional[object], str]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        subset = Path(tmp) / RECORD_FILE
+        subset.write_text("".join(r.raw + "\n" for r in records))
+        db = JSONDatabase(path_workload=str(Path(root) / WORKLOAD_FILE), path_tuning_record=str(subset))
+        tvm_records = db.get_all_tuning_records()
+    if len(tvm_records) != len(records):
+        return [(r, None, "database: TVM read a different number of records") for r in records]
+    for rec, tvm_rec in zip(records, tvm_records):
+        try:
+            sch = s_tir.Schedule(tvm_rec.workload.mod)
+            tvm_rec.trace.apply_to_schedule(sch, remove_postproc=False)
+            out.append((rec, sch.mod["main"], ""))
+        except Exception as exc:  # noqa: BLE001 - one bad trace must not end the run
+            out.append((rec, None, f"trace: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}"))
+    return out

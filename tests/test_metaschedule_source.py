@@ -1,0 +1,46 @@
+import json
+
+import numpy as np
+import pytest
+
+from pruner_offline.featurize import FeaturizeSettings, run_featurize
+from pruner_offline.replay.metaschedule import (RECORD_FILE, WORKLOAD_FILE, is_metaschedule_database,
+                                                read_ms_records)
+from pruner_offline.store.reader import FeatureStore
+from pruner_offline.tenset.records import BadLine
+
+
+@pytest.fixture(scope="module")
+def small_db(h200_ms, tmp_path_factory):
+    """12 real H200 records of two workloads, plus a broken line and one naming a missing workload."""
+    root = tmp_path_factory.mktemp("db")
+    (root / WORKLOAD_FILE).write_bytes((h200_ms / WORKLOAD_FILE).read_bytes())
+    lines = (h200_ms / RECORD_FILE).read_text().splitlines()
+    keep = [l for l in lines if json.loads(l)[0] == 0][:6] + [l for l in lines if json.loads(l)[0] == 13][:6]
+    bad = ['[0, [[], "fast"', json.dumps([99, [[[], []], [1e-4], {"kind": "cuda"}, []]])]
+    (root / RECORD_FILE).write_text("\n".join(keep[:3] + bad + keep[3:]) + "\n")
+    return root
+
+
+def test_database_lines_are_checked_before_tvm(small_db):
+    assert is_metaschedule_database(small_db)
+    items = list(read_ms_records(small_db))
+    bad = [i for i in items if isinstance(i, BadLine)]
+    assert [b.source.line for b in bad] == [4, 5]
+    assert "bad tuning record" in bad[0].reason and "out of range" in bad[1].reason
+    good = [i for i in items if not isinstance(i, BadLine)]
+    assert len(good) == 12 and all(r.target_kind == "cuda" and r.ok for r in good)
+
+
+def test_featurize_a_metaschedule_database(small_db, tmp_path):
+    out = tmp_path / "ms.h5"
+    report = run_featurize(FeaturizeSettings(str(small_db), gpu="h200"), out)
+    assert (report.replayed, report.failed, report.bad_lines) == (12, 0, 2)
+    data = FeatureStore(out).load()
+    assert data.n_records == 12 and len(data.task_keys) == 2
+    assert all(k.startswith("ms:") and k.endswith("|cuda") for k in data.task_keys)
+    for t in range(2):
+        y = data.records["label"][data.records["task_id"] == t]
+        assert y.max() == pytest.approx(1.0) and (y > 0).all()
+    assert not data.steps.any()  # MetaSchedule traces are no Ansor steps: TLP has nothing to read
+    assert np.isfinite(data.statements).all() and data.statements.shape[1] == 174
