@@ -65,25 +65,32 @@ def gpu_constraints(hw: Optional[HardwareParams]) -> dict[str, int]:
 OVER_LIMITS = "over the record's thread / shared-memory / vector-width limits"
 
 
+def limit_violation(mod: tvm.IRModule, target: tvm.target.Target, hw: Optional[HardwareParams]) -> str:
+    """"" when verify_gpu_code accepts ``mod`` under the record's limits, else why not. A program
+    that passes once the per-block thread, shared-memory and vector-width limits are lifted
+    fails with ``OVER_LIMITS``: TenSet's unmeasured programs are raw samples of Ansor's search,
+    which checks them only by measuring."""
+    lowered = _lower_for_verify(mod, target)
+    constraints = gpu_constraints(hw)
+    unlimited = dict(constraints, max_threads_per_block=1 << 30, max_thread_x=1 << 30,
+                     max_shared_memory_per_block=1 << 40, max_vector_bytes=1 << 20)
+    reason = ""
+    for gv, func in lowered.functions.items():
+        if not isinstance(func, tirx.PrimFunc) or s_tir.analysis.verify_gpu_code(func, constraints):
+            continue
+        over = s_tir.analysis.verify_gpu_code(func, unlimited)
+        reason = OVER_LIMITS if over else f"verify_gpu_code rejects {gv.name_hint}"
+    return reason
+
+
 def check_gpu_program(mod: tvm.IRModule, target: tvm.target.Target, hw: Optional[HardwareParams]) -> GpuCheck:
-    """verify_gpu_code, then CUDA codegen. A program that passes once the per-block thread,
-    shared-memory and vector-width limits are lifted fails with ``OVER_LIMITS``: TenSet's
-    unmeasured programs are raw samples of Ansor's search, which checks them only by measuring."""
+    """``limit_violation``, then CUDA codegen."""
     try:
-        lowered = _lower_for_verify(mod, target)
-        constraints = gpu_constraints(hw)
-        unlimited = dict(constraints, max_threads_per_block=1 << 30, max_thread_x=1 << 30,
-                         max_shared_memory_per_block=1 << 40, max_vector_bytes=1 << 20)
-        reason = ""
-        for gv, func in lowered.functions.items():
-            if not isinstance(func, tirx.PrimFunc) or s_tir.analysis.verify_gpu_code(func, constraints):
-                continue
-            over = s_tir.analysis.verify_gpu_code(func, unlimited)
-            reason = OVER_LIMITS if over else f"verify_gpu_code rejects {gv.name_hint}"
+        reason = limit_violation(mod, target, hw)
         if reason:
             return GpuCheck(False, reason)
         lib = tvm.compile(mod, target=target)
         source = "".join(m.inspect_source() for m in lib.mod.imports if m.kind == "cuda")
     except Exception as exc:  # report, never raise: this runs over whole datasets
         return GpuCheck(False, f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1][:200]}")
-    return GpuCheck(not reason, reason, source)
+    return GpuCheck(True, "", source)

@@ -10,18 +10,17 @@ the rest is read.
 from __future__ import annotations
 
 import json
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Optional, Union
 
 import numpy as np
 
+from ..tenset.labels import FAILED_COST
 from ..tenset.records import BadLine, SourceLine
 
 WORKLOAD_FILE = "database_workload.json"
 RECORD_FILE = "database_tuning_record.json"
-FAILED_COST = 1e10  # as TenSet marks failed runs
 
 
 @dataclass(frozen=True)
@@ -98,23 +97,25 @@ def workload_hash(root: Union[str, Path], index: int) -> str:
 
 
 def scheduled_funcs(root: Union[str, Path], records: list[MSRecordLine]) -> list[tuple[MSRecordLine, Optional[object], str]]:
-    """(record, scheduled PrimFunc or None, failure reason) for each record, via TVM's own reader."""
-    from tvm import s_tir
-    from tvm.s_tir.meta_schedule.database import JSONDatabase
+    """(record, scheduled PrimFunc or None, failure reason) for each record, in the given order.
 
+    Records are rebuilt one by one from their own lines: TVM's JSONDatabase hands its records
+    back sorted by run time, which would pair programs with the wrong costs.
+    """
+    from tvm import s_tir
+    from tvm.s_tir.meta_schedule.database import TuningRecord, Workload
+
+    workload_lines = [line for line in open(Path(root) / WORKLOAD_FILE, "rb") if line.strip()]
+    workloads: dict[int, object] = {}
     out: list[tuple[MSRecordLine, Optional[object], str]] = []
-    with tempfile.TemporaryDirectory() as tmp:
-        subset = Path(tmp) / RECORD_FILE
-        subset.write_text("".join(r.raw + "\n" for r in records))
-        db = JSONDatabase(path_workload=str(Path(root) / WORKLOAD_FILE), path_tuning_record=str(subset))
-        tvm_records = db.get_all_tuning_records()
-    if len(tvm_records) != len(records):
-        return [(r, None, "database: TVM read a different number of records") for r in records]
-    for rec, tvm_rec in zip(records, tvm_records):
+    for rec in records:
         try:
+            if rec.workload not in workloads:
+                workloads[rec.workload] = Workload.from_json(json.loads(workload_lines[rec.workload]))
+            tvm_rec = TuningRecord.from_json(json.loads(rec.raw)[1], workloads[rec.workload])
             sch = s_tir.Schedule(tvm_rec.workload.mod)
             tvm_rec.trace.apply_to_schedule(sch, remove_postproc=False)
             out.append((rec, sch.mod["main"], ""))
-        except Exception as exc:  # noqa: BLE001 - one bad trace must not end the run
+        except Exception as exc:  # noqa: BLE001 - one bad trace or workload must not end the run
             out.append((rec, None, f"trace: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}"))
     return out

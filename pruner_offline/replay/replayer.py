@@ -11,6 +11,11 @@ Two facts make that mapping hold:
   the loop steps applied to it since its loops were last fresh, and after ``compute_at``
   they are applied again to the new loops: the same splits on the smaller region give
   what Ansor's bound inference gives (outer tiles of extent 1).
+
+A shared-memory stage is attached last, once every thread binding exists: TIR sizes the
+region of a ``compute_at`` when it runs, relaxing only the thread loops bound by then, while
+TE infers it at lowering over the whole block. Ansor attaches shared stages before it fuses
+and binds the kernel's outer loops, so attaching them in step order would size them per thread.
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ _THREAD_TAGS = {
     st.Annotation.BLOCK_Y: "blockIdx.y", st.Annotation.THREAD_Y: "threadIdx.y",
     st.Annotation.BLOCK_Z: "blockIdx.z", st.Annotation.THREAD_Z: "threadIdx.z",
 }
+
+_KIND_ANNOTATIONS = (st.Annotation.UNROLL, st.Annotation.VECTORIZE, st.Annotation.PARALLEL)
 
 _LOOP_STEPS = (st.SplitStep, st.FollowSplitStep, st.FollowFusedSplitStep, st.ReorderStep,
                st.FuseStep, st.AnnotationStep, st.PragmaStep)
@@ -52,6 +59,7 @@ class _Stage:
     history: list[int] = field(default_factory=list)  # loop steps since the loops were fresh
     inlined: bool = False
     attached: bool = False
+    pending_target: Optional[s_tir.LoopRV] = None  # a shared stage's compute_at, done after all steps
 
 
 def _bound_var(binding: tirx.PrimExpr) -> Optional[tirx.Var]:
@@ -133,6 +141,10 @@ class Replayer:
                 raise
             except Exception as exc:  # TVM raises ScheduleError and plain builtins alike
                 raise ReplayError(f"{step.code} rejected by TIR", _first_line(exc)) from None
+        try:
+            self.attach_pending()
+        except Exception as exc:
+            raise ReplayError("CA rejected by TIR", _first_line(exc)) from None
         try:
             self.infer_storage_scopes()
         except Exception as exc:
@@ -246,6 +258,7 @@ class Replayer:
             loops = [self.loop(stage, j) for j in ids]
             fused = sch.fuse(*loops, preserve_unit_iters=True) if len(loops) > 1 else loops[0]
             stage.iters[ids[0]: ids[-1] + 1] = [fused]
+            self.retarget(loops, fused)
         elif isinstance(step, st.AnnotationStep):
             self.annotate(self.loop(stage, step.iter), step.annotation)
         elif isinstance(step, st.PragmaStep):
@@ -259,6 +272,12 @@ class Replayer:
 
     def annotate(self, loop: s_tir.LoopRV, ann: st.Annotation) -> None:
         if ann == st.Annotation.NONE:
+            return
+        if ann in _KIND_ANNOTATIONS and _is_one(self.sch.get(loop).extent):
+            # TE's lowering drops a trivial loop whatever its kind (thread bindings stay as
+            # attributes); a TIR loop kept for its kind would count as a vectorized/unrolled/
+            # parallel loop in the features. Extents change only when the stage's loops are
+            # regenerated, and then this step runs again.
             return
         if ann == st.Annotation.UNROLL:
             self.sch.unroll(loop)
@@ -276,9 +295,27 @@ class Replayer:
     def compute_at(self, stage: _Stage, target: _Stage, target_iter: int) -> None:
         block = self.block_of(stage)
         loop = self.loop(target, target_iter)
-        self.sch.compute_at(block, loop, preserve_unit_loops=True)
         stage.attached = True
+        if self.sch.get(block).writes[0].source.scope() == "shared":
+            stage.pending_target = loop
+            return
+        self.sch.compute_at(block, loop, preserve_unit_loops=True)
         self.refresh(stage)
+
+    def attach_pending(self) -> None:
+        # consumers first: a stage's region is what its (already placed) consumers read
+        for stage in reversed(self.stages):
+            if stage.pending_target is None or stage.inlined:
+                continue
+            self.sch.compute_at(self.block_of(stage), stage.pending_target, preserve_unit_loops=True)
+            stage.pending_target = None
+            self.refresh(stage)
+
+    def retarget(self, old: Sequence[s_tir.LoopRV], new: s_tir.LoopRV) -> None:
+        """Ansor keeps a stage attached to an iterator that is fused: to the fused one."""
+        for stage in self.stages:
+            if stage.pending_target is not None and any(stage.pending_target.same_as(l) for l in old):
+                stage.pending_target = new
 
     def refresh(self, stage: _Stage) -> None:
         """Fresh loops for a stage whose loops were regenerated; its loop steps applied again."""
@@ -335,6 +372,10 @@ def _te_split_factors(extent: int, lengths: Sequence[int], inner_to_outer: bool)
         rest = -(-rest // length)
     parts.append(rest)
     return parts[::-1] if inner_to_outer else parts
+
+
+def _is_one(extent: tirx.PrimExpr) -> bool:
+    return isinstance(extent, tirx.IntImm) and extent.value == 1
 
 
 def _prod(xs: Sequence[Optional[int]]) -> int:

@@ -8,6 +8,9 @@ import numpy as np
 
 FailedPolicy = Literal["zero", "drop"]
 
+# the cost TenSet's records carry for a failed measurement
+FAILED_COST = 1e10
+
 # TenSet's make_dataset drops tasks with fewer measured records than this.
 TENSET_MIN_RECORDS = 48
 
