@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+
+import numpy as np
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -117,20 +119,20 @@ def cmd_check_replay(args: argparse.Namespace) -> int:
 BUNDLED_DATASET = Path(__file__).resolve().parents[1] / "datasets" / "tenset-mini"
 
 
-def ensure_store(data: Path, cache: Path, jobs: int, quiet: bool) -> Path:
+def ensure_store(data: Path, cache: Path, jobs: int, quiet: bool, gpu: str = "k80", cpu: str = "epyc-7452") -> Path:
     """A feature store for ``data``: the file itself, or the dataset featurized into ``cache`` once."""
     if data.is_file():
         return data
     from .featurize import FeaturizeSettings, run_featurize
 
-    store = cache / f"{data.resolve().name}.h5"
+    settings = FeaturizeSettings(dataset=str(data.resolve()), gpu=gpu, cpu=cpu)
+    store = cache / f"{data.resolve().name}-{gpu}-{cpu}.h5"
     if store.is_file():
         return store
     cache.mkdir(parents=True, exist_ok=True)
     print(f"featurizing {data} -> {store}", file=sys.stderr)
     with tqdm(unit="rec", desc="featurizing", file=sys.stderr, disable=quiet) as bar:
-        report = run_featurize(FeaturizeSettings(dataset=str(data.resolve())), store, jobs=jobs,
-                               on_progress=lambda records, files: bar.update(records))
+        report = run_featurize(settings, store, jobs=jobs, on_progress=lambda records, files: bar.update(records))
     print(f"featurized {report.replayed}/{report.records} records in {report.seconds:.1f} s", file=sys.stderr)
     return store
 
@@ -206,6 +208,65 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_adapt(args: argparse.Namespace) -> int:
+    from .adapt.follow import follow
+    from .adapt.methods import METHODS, AdaptConfig
+    from .adapt.online import OnlineRecords, programs_of_store
+    from .adapt.simulate import held_out_rows, plot_curves, simulate, tuning_order
+    from .store.reader import FeatureStore
+    from .tenset.dataset import discover, load_task_index
+    from .training.export import load_model
+
+    module, _ = load_model(args.checkpoint)
+    cfg = AdaptConfig(momentum=args.momentum, round_size=args.round, retrain_every=args.retrain_every,
+                      epochs=args.epochs, seed=args.seed)
+    methods = list(METHODS) if args.method == "all" else [args.method]
+    device = args.gpu if args.target == "cuda" else args.cpu
+    if args.follow:
+        if len(methods) != 1 or args.tasks is None or args.save is None:
+            raise SystemExit("pruner-train adapt --follow needs one --method, --tasks DATASET (its task pickles) "
+                             "and --save MODEL.pt")
+        st = follow(module, args.records, load_task_index(discover(args.tasks)), args.target, device, methods[0],
+                    cfg, args.save, save_every=args.save_every, idle_timeout=args.idle_timeout,
+                    max_records=args.max_records, on_event=lambda msg: print(msg, file=sys.stderr))
+        print(json.dumps({"online_records": st.online, "rounds": st.rounds, "lines": st.lines,
+                          "skipped": st.skipped, "model": str(args.save)}))
+        return 0
+    stores = [ensure_store(p, args.cache, args.jobs, args.quiet, gpu=args.gpu, cpu=args.cpu)
+              for p in [args.records] + ([args.eval] if args.eval else [])]
+    for store in stores:
+        data = FeatureStore(store).load()
+        kinds = {k.rpartition("|")[2] for k in data.task_keys}
+        if kinds - {args.target}:
+            raise SystemExit(f"pruner-train: {store} holds {', '.join(sorted(kinds))} records, but --target is "
+                             f"{args.target}: adapt to the device the records were measured on")
+    online = FeatureStore(stores[0]).load()
+    order = tuning_order(online)
+    heldout = FeatureStore(stores[1]).load() if args.eval else None
+    if heldout is None and args.eval_fraction > 0:
+        held = held_out_rows(online, args.eval_fraction)
+        heldout = OnlineRecords(programs_of_store(online, np.flatnonzero(held))).data()
+        order = order[~held[order]]
+    stream = programs_of_store(online, order)
+    with tqdm(total=len(stream), unit="rec", desc="adapting", file=sys.stderr, disable=args.quiet) as bar:
+        curves = simulate(module, methods, stream, heldout, cfg, eval_every=args.eval_every,
+                          on_round=lambda n: bar.update(n - bar.n))
+    if heldout is not None:
+        print(f"{'records':>8}  " + "  ".join(f"{m:>17}" for m in curves))
+        for i, pt in enumerate(next(iter(curves.values()))):
+            cells = "  ".join(f"{c[i]['peak@1']:>8.3f}/{c[i]['peak@5']:<8.3f}" for c in curves.values())
+            print(f"{pt['online_records']:>8}  {cells}")
+        print("(held-out peak@1/peak@5)")
+        args.out.mkdir(parents=True, exist_ok=True)
+        png = args.out / "adapt_curves.png"
+        plot_curves(curves, png, f"adapting {args.checkpoint.name} on {args.records.name}")
+        print(f"plot: {png}")
+    if args.json:
+        print(json.dumps({m: [{k: p[k] for k in ("online_records", "peak@1", "peak@5")} for p in pts]
+                          for m, pts in curves.items()}))
+    return 0
+
+
 def _data_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", type=Path, default=BUNDLED_DATASET,
                    help="a TenSet dataset directory (featurized on first use) or a feature store .h5 "
@@ -274,6 +335,37 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_check_replay)
+
+    p = sub.add_parser("adapt", help="adapt a model to a new device from records measured there (MoA and others)")
+    p.add_argument("--checkpoint", type=Path, required=True, help="pretrained model file (.pt)")
+    p.add_argument("--target", choices=("cuda", "llvm"), required=True)
+    p.add_argument("--records", type=Path, required=True,
+                   help="online records: a TenSet dataset, a MetaSchedule database dir, a store .h5, "
+                        "or with --follow a TenSet record file being written")
+    p.add_argument("--method", default="moa", choices=("moa", "finetune", "scratch", "frozen", "all"))
+    p.add_argument("--eval", type=Path, help="held-out records (same kinds as --records) scored as adaptation goes")
+    p.add_argument("--eval-fraction", type=float, default=0.0,
+                   help="without --eval: hold out the last FRACTION of each task's records for scoring")
+    p.add_argument("--round", type=int, default=10, help="programs measured per round")
+    p.add_argument("--retrain-every", type=int, default=4, help="rounds between retrains")
+    p.add_argument("--momentum", type=float, default=0.99)
+    p.add_argument("--epochs", type=int, default=20, help="epochs over the online records per retrain")
+    p.add_argument("--eval-every", type=int, default=50, help="online records between held-out scores")
+    p.add_argument("--gpu", default="h200", help="device constants of the GPU adapted to (--target cuda)")
+    p.add_argument("--cpu", default="epyc-7452", help="device constants of the CPU adapted to (--target llvm)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--cache", type=Path, default=Path("runs/features"))
+    p.add_argument("--out", type=Path, default=Path("runs/adapt"), help="where the curves PNG goes")
+    p.add_argument("--follow", action="store_true", help="tail --records while a tuning run appends to it")
+    p.add_argument("--tasks", type=Path, help="with --follow: the TenSet dataset whose network_info has the tasks")
+    p.add_argument("--save", type=Path, help="with --follow: the adapted model file, replaced atomically")
+    p.add_argument("--save-every", type=int, default=1, help="with --follow: rounds between saves")
+    p.add_argument("--idle-timeout", type=float, default=30.0, help="with --follow: stop after this long idle")
+    p.add_argument("--max-records", type=int, help="with --follow: stop after this many online records")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(func=cmd_adapt)
 
     p = sub.add_parser("merge", help="merge stores featurized as shards into one store")
     p.add_argument("shards", type=Path, nargs="+")

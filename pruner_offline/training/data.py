@@ -22,6 +22,25 @@ def statement_index(offsets: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, 
     return np.repeat(starts - first, counts) + np.arange(int(counts.sum())), counts
 
 
+def gather_batch(d: StoreData, rows: np.ndarray, labels: Optional[np.ndarray] = None) -> Batch:
+    """The records ``rows`` of ``d`` as one Batch of raw features; ``labels`` replaces the stored ones."""
+    rec = d.records
+    rows = np.asarray(rows, dtype=np.int64)
+    idx, counts = statement_index(rec["stmt_offset"], rows)
+    t = torch.from_numpy
+    y = rec["label"][rows] if labels is None else labels
+    return Batch(
+        statements=t(d.statements[idx]),
+        symbols=t(d.symbols[idx]),
+        segment=t(np.repeat(np.arange(len(rows)), counts)),
+        dataflow=t(d.dataflow[rows]),
+        steps=t(d.steps[rows]),
+        draft_score=t(rec["draft_score"][rows].astype(np.float32)),
+        y=t(np.asarray(y, dtype=np.float32)),
+        task=t(rec["task_id"][rows].astype(np.int64)),
+    )
+
+
 class StoreDataModule(L.LightningDataModule):
     def __init__(self, store: str = "", split: str = "within_task", batch_size: int = 512,
                  val_fraction: float = 0.1, seed: int = 0, num_workers: int = 0,
@@ -74,21 +93,7 @@ class StoreDataModule(L.LightningDataModule):
 
     # -- batches
     def gather(self, rows: np.ndarray) -> Batch:
-        d = self.data
-        rec = d.records
-        rows = np.asarray(rows, dtype=np.int64)
-        idx, counts = statement_index(rec["stmt_offset"], rows)
-        t = torch.from_numpy
-        return Batch(
-            statements=t(d.statements[idx]),
-            symbols=t(d.symbols[idx]),
-            segment=t(np.repeat(np.arange(len(rows)), counts)),
-            dataflow=t(d.dataflow[rows]),
-            steps=t(d.steps[rows]),
-            draft_score=t(rec["draft_score"][rows].astype(np.float32)),
-            y=t(rec["label"][rows].astype(np.float32)),
-            task=t(rec["task_id"][rows].astype(np.int64)),
-        )
+        return gather_batch(self.data, rows)
 
     def _loader(self, rows: np.ndarray, shuffle: bool) -> DataLoader:
         return DataLoader(rows, batch_size=self.batch_size, shuffle=shuffle, collate_fn=self.gather,
