@@ -203,6 +203,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
                       max_epochs=args.max_epochs, feature_schema=_store_schema(store))
     print(f"split {args.split}, seed {args.seed}, store {store}")
     print(_metrics_table(results))
+    for name, r in results.items():
+        if "skipped" in r:
+            print(f"{name}: skipped, {r['skipped']}")
     if args.json:
         print(json.dumps(results, sort_keys=True))
     return 0
@@ -264,6 +267,27 @@ def cmd_adapt(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({m: [{k: p[k] for k in ("online_records", "peak@1", "peak@5")} for p in pts]
                           for m, pts in curves.items()}))
+    return 0
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    from .tuning.build import MeasureSettings
+    from .tuning.run import TuneSettings, tune
+    from .tuning.workloads import load_module, named_workload
+
+    try:
+        mod = named_workload(args.workload) if args.workload else load_module(args.module)
+        settings = TuneSettings(
+            target_kind=args.target, trials=args.trials, cost_model=args.cost_model,
+            checkpoint=args.checkpoint and str(args.checkpoint), draft=args.draft and str(args.draft),
+            verify_fraction=args.verify_fraction, online_epochs=args.online_epochs,
+            trials_per_batch=args.trials_per_batch, population_size=args.population, num_cores=args.cores,
+            seed=args.seed, device=args.device, measure=MeasureSettings(build_workers=args.cores))
+        report = tune(mod, args.workload or str(args.module), args.work_dir, settings)
+    except (KeyError, ValueError, OSError, RuntimeError) as exc:
+        print(f"pruner-train tune: {exc}", file=sys.stderr)
+        return 2
+    print(report.to_json())
     return 0
 
 
@@ -366,6 +390,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_adapt)
+
+    p = sub.add_parser("tune", help="tune one workload with MetaSchedule and a cost model (ours: draft-then-verify); "
+                       "writes the database to --work-dir and, last, one JSON line")
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--workload", help="a built-in workload: matmul, conv2d, conv2d-nhwc, dense, batch-matmul, matmul-small")
+    what.add_argument("--module", type=Path, help="a TIR module: TVMScript, or TVM's JSON (.json)")
+    p.add_argument("--target", choices=["llvm", "cuda"], default="llvm", help="cuda needs a visible GPU to measure on")
+    p.add_argument("--trials", type=int, required=True)
+    p.add_argument("--cost-model", choices=["pruner", "xgb", "mlp", "random"], default="pruner")
+    p.add_argument("--checkpoint", type=Path, help="pruner: PaCM model file (without it, the draft order alone); "
+                   "mlp: a TenSet-MLP model file (required)")
+    p.add_argument("--draft", type=Path, help="pruner: learned draft model file (default: the analytic draft score)")
+    p.add_argument("--verify-fraction", type=float, default=0.2, help="pruner: share of candidates PaCM re-ranks")
+    p.add_argument("--online-epochs", type=int, default=0,
+                   help="pruner: retrain PaCM on the programs measured so far, this many epochs after each batch")
+    p.add_argument("--work-dir", type=Path, required=True)
+    p.add_argument("--seed", type=int)
+    p.add_argument("--trials-per-batch", type=int, default=16)
+    p.add_argument("--population", type=int, default=512, help="evolutionary search population")
+    p.add_argument("--cores", type=int, default=2, help="target num-cores and build workers")
+    p.add_argument("--device", help="device constants of the analytic draft score (default: featurize's)")
+    p.set_defaults(func=cmd_tune)
 
     p = sub.add_parser("merge", help="merge stores featurized as shards into one store")
     p.add_argument("shards", type=Path, nargs="+")

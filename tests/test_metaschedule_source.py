@@ -59,3 +59,12 @@ def test_programs_keep_their_own_costs(h200_ms):
     cost = np.array([r.cost for r in records])
     ranks = np.argsort(np.argsort(score)), np.argsort(np.argsort(cost))
     assert np.corrcoef(*ranks)[0, 1] < -0.6
+
+
+def test_compare_skips_tlp_without_ansor_steps(small_db, tmp_path):
+    from pruner_offline.training.compare import compare
+
+    out = tmp_path / "ms.h5"
+    run_featurize(FeaturizeSettings(str(small_db), gpu="h200"), out)
+    result = compare(out, "within_task", tmp_path / "cmp", models=["tlp"])
+    assert "no Ansor steps" in result["tlp"]["skipped"]

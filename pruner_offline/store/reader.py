@@ -96,6 +96,12 @@ class FeatureStore:
                 file_devices=[d.decode() for d in f["files/device"][...]],
             )
 
+    def has_step_vectors(self) -> bool:
+        """Whether any record carries Ansor steps (TenSet sources do, MetaSchedule ones do not)."""
+        with h5py.File(self.path, "r") as f:
+            steps = f["steps"]
+            return any(steps[i:i + 4096].any() for i in range(0, steps.shape[0], 4096))
+
     def task_networks(self) -> dict[str, dict[str, int]]:
         with h5py.File(self.path, "r") as f:
             return {k.decode(): json.loads(v) for k, v in zip(f["tasks/key"][...], f["tasks/networks"][...])}

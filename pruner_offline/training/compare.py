@@ -10,6 +10,7 @@ import numpy as np
 
 from ..models.gbdt import fit_gbdt, pooled_features
 from ..models.registry import MODEL_NAMES
+from ..store.reader import FeatureStore
 from .evaluate import evaluate_predictions, split_data
 from .run import pretrain
 
@@ -28,7 +29,11 @@ def train_gbdt(store: Path, split: str, seed: int) -> tuple[dict, float]:
 def compare(store: Path, split: str, out_dir: Path, seed: int = 0, models: Sequence[str] = MODEL_NAMES,
             max_epochs: Optional[int] = None, feature_schema: str = "", progress: bool = False) -> dict[str, dict]:
     results: dict[str, dict] = {}
+    has_steps = FeatureStore(store).has_step_vectors()
     for name in models:
+        if name == "tlp" and not has_steps:
+            results[name] = {"skipped": "no Ansor steps in this store (MetaSchedule traces): TLP has nothing to read"}
+            continue
         if name == "gbdt":
             metrics, seconds = train_gbdt(store, split, seed)
         else:
