@@ -28,6 +28,7 @@ from tvm import s_tir, tirx
 
 from ..tenset import steps as st
 from ..tenset.te_graph import ComputeGraph, PlaceholderOp
+from .unchecked import UncheckedSchedule
 
 _THREAD_TAGS = {
     st.Annotation.VTHREAD: "vthread.x",
@@ -77,7 +78,7 @@ class Replayer:
     """Replays one record's steps on a fresh schedule of the task's PrimFunc."""
 
     def __init__(self, func: tirx.PrimFunc, graph: ComputeGraph, steps: Sequence[st.Step]):
-        self.sch = s_tir.Schedule(func, debug_mask=0)
+        self.sch = UncheckedSchedule(s_tir.Schedule(func, debug_mask=0))
         self.steps = steps
         self.stages: list[_Stage] = []
         for op in graph.ops:
