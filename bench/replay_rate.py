@@ -13,7 +13,7 @@ from pruner_offline.replay import replay_record
 from pruner_offline.tenset.records import BadLine, read_records
 from pruner_offline.tenset.tasks import load_all_tasks
 
-DEFAULT = Path(__file__).resolve().parents[2] / "shared" / "tenset-mini"
+DEFAULT = Path(__file__).resolve().parents[1] / "datasets" / "tenset-mini"
 
 
 def main() -> None:

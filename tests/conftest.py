@@ -1,4 +1,5 @@
 from pathlib import Path
+from typing import Optional
 
 import pytest
 
@@ -7,13 +8,20 @@ BUNDLED = REPO / "datasets" / "tenset-mini"
 SHARED = REPO.parent / "shared"
 
 
-@pytest.fixture(scope="session")
-def tenset_mini() -> Path:
-    """The real mini TenSet dataset: bundled in datasets/, else the shared copy."""
+def tenset_mini_path() -> Optional[Path]:
+    """The real mini TenSet dataset: bundled in datasets/, else the shared copy, else None."""
     for candidate in (BUNDLED, SHARED / "tenset-mini"):
         if (candidate / "network_info" / "all_tasks.pkl").is_file():
             return candidate
-    pytest.skip("tenset-mini is neither bundled in datasets/ nor present in ../shared/")
+    return None
+
+
+@pytest.fixture(scope="session")
+def tenset_mini() -> Path:
+    path = tenset_mini_path()
+    if path is None:
+        pytest.skip("tenset-mini is neither bundled in datasets/ nor present in ../shared/")
+    return path
 
 
 @pytest.fixture(scope="session")

@@ -16,8 +16,10 @@ from pruner_offline.tenset.records import Record, read_records  # noqa: E402
 from pruner_offline.tenset.steps import ComputeAtStep  # noqa: E402
 from pruner_offline.tenset.tasks import Task, load_all_tasks  # noqa: E402
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "tenset-mini"
-pytestmark = pytest.mark.skipif(not DATA.is_dir(), reason=f"tenset-mini not found at {DATA}")
+from conftest import tenset_mini_path  # noqa: E402
+
+DATA = tenset_mini_path()
+pytestmark = pytest.mark.skipif(DATA is None, reason="tenset-mini is neither bundled in datasets/ nor in ../shared/")
 
 PER_TASK = 3  # records per task: first, middle, last line of the file
 
@@ -29,7 +31,7 @@ def _sample(path: Path) -> list[Record]:
 
 
 def _cases(pattern: str) -> list[tuple[Task, Record]]:
-    if not DATA.is_dir():
+    if DATA is None:
         return []
     tasks = {t.key: t for t in load_all_tasks(DATA / "network_info" / "all_tasks.pkl")}
     out = []
