@@ -72,7 +72,8 @@ def plot_evaluation(ev: Evaluation, dm: StoreDataModule, out_prefix: Path, title
     for ax, t in zip(axes.flat, shown):
         sel = rec["task_id"][ev.rows] == t
         ax.scatter(ev.pred[sel], rec["label"][ev.rows][sel], s=10, alpha=0.7)
-        ax.set_title(dm.data.task_keys[t].split("|")[0][2:14] + "…", fontsize=8)
+        key = dm.data.task_keys[t].split("|")[0]  # '["<md5>", shapes...]' (TenSet) or 'ms:<hash>'
+        ax.set_title((key[2:14] if key.startswith('["') else key[:16]) + "…", fontsize=8)
         ax.set_xlabel("predicted score", fontsize=7)
         ax.set_ylabel("measured y", fontsize=7)
         ax.tick_params(labelsize=6)
