@@ -280,7 +280,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         settings = TuneSettings(
             target_kind=args.target, trials=args.trials, cost_model=args.cost_model,
             checkpoint=args.checkpoint and str(args.checkpoint), draft=args.draft and str(args.draft),
-            verify_fraction=args.verify_fraction, online_epochs=args.online_epochs,
+            verify_fraction=args.verify_fraction, online_epochs=args.online_epochs, online_method=args.online_method,
             trials_per_batch=args.trials_per_batch, population_size=args.population, num_cores=args.cores,
             seed=args.seed, device=args.device, measure=MeasureSettings(build_workers=args.cores))
         report = tune(mod, args.workload or str(args.module), args.work_dir, settings)
@@ -405,6 +405,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--verify-fraction", type=float, default=0.2, help="pruner: share of candidates PaCM re-ranks")
     p.add_argument("--online-epochs", type=int, default=0,
                    help="pruner: retrain PaCM on the programs measured so far, this many epochs after each batch")
+    p.add_argument("--online-method", choices=("retrain", "moa"), default="retrain",
+                   help="with --online-epochs: plain retraining of a copy, or MoA (momentum online adaptation)")
     p.add_argument("--work-dir", type=Path, required=True)
     p.add_argument("--seed", type=int)
     p.add_argument("--trials-per-batch", type=int, default=16)

@@ -2,12 +2,12 @@
 pattern, 11 PSA symbols per statement and the analytic draft score."""
 
 from .devices import DEVICES, DeviceConstants, get_device
-from .featurize import FeatureAlignmentError, ProgramFeatures, featurize_prim_func
+from .featurize import DraftFeatures, FeatureAlignmentError, ProgramFeatures, featurize_prim_func, psa_only
 from .schema import (DATAFLOW_COLUMNS, DATAFLOW_TOKENS, FEATURE_SCHEMA_VERSION, OP_TAGS,
                      STATEMENT_COLUMNS, SYMBOL_COLUMNS)
 
 __all__ = [
     "DATAFLOW_COLUMNS", "DATAFLOW_TOKENS", "DEVICES", "FEATURE_SCHEMA_VERSION", "OP_TAGS",
-    "STATEMENT_COLUMNS", "SYMBOL_COLUMNS", "DeviceConstants", "FeatureAlignmentError",
-    "ProgramFeatures", "featurize_prim_func", "get_device",
+    "STATEMENT_COLUMNS", "SYMBOL_COLUMNS", "DeviceConstants", "DraftFeatures", "FeatureAlignmentError",
+    "ProgramFeatures", "featurize_prim_func", "get_device", "psa_only",
 ]

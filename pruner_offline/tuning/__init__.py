@@ -1,0 +1,9 @@
+"""Our cost models inside MetaSchedule tuning runs (draft-then-verify), and the `tune` driver.
+
+Modules: workloads (what to tune), build (builder/runner that skip the tensor-intrinsics import),
+context (TuneContext without that import), candidates (feature cache), cost_model (draft-then-verify
+PyCostModel), online (retraining on measured records), run (the tuning run and its report).
+
+Nothing is re-exported here: build workers import `pruner_offline.tuning.build` by reference and
+must not pay for torch or the models.
+"""

@@ -1,0 +1,155 @@
+"""Our models as a MetaSchedule cost model: draft model ranks every candidate, PaCM verifies the best.
+
+Load/save are the toolkit's model files (training/export.py) for the verifier, the model that
+online training changes; the draft model is fixed for the run.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+import numpy as np
+import torch
+from tvm.ir.utils import derived_object
+from tvm.s_tir.meta_schedule.cost_model import PyCostModel
+from tvm.s_tir.meta_schedule.runner import RunnerResult
+from tvm.s_tir.meta_schedule.search_strategy import MeasureCandidate
+
+from ..features import FEATURE_SCHEMA_VERSION, DeviceConstants, ProgramFeatures
+from ..training.export import export_model, load_model
+from ..training.module import CostModelModule
+from .candidates import CandidateFeatures, draft_batch, features_batch
+from .ranking import draft_then_verify
+
+FAILED_COST = float("inf")
+
+# Called after every measured batch with every program measured so far (features, costs in seconds,
+# inf for failed runs) and the current verifier; returns the verifier to use from now on, or None to
+# keep it. Plain retraining is online.PlainRetrain; MoA plugs in the same way.
+OnlineUpdate = Callable[[Optional[CostModelModule], list[ProgramFeatures], np.ndarray], Optional[CostModelModule]]
+
+
+def load_checkpoint(path: str | Path) -> CostModelModule:
+    module, _ = load_model(path, expect_schema=str(FEATURE_SCHEMA_VERSION))
+    return module
+
+
+@dataclass
+class CostModelTimes:
+    predict_s: float = 0.0
+    update_s: float = 0.0
+    predict_calls: int = 0
+    candidates: int = 0
+    draft_model_s: float = 0.0  # forward passes, featurization excluded
+    verify_model_s: float = 0.0
+    online_s: float = 0.0
+    updates: int = 0
+
+
+@dataclass
+class MeasuredPrograms:
+    features: list[ProgramFeatures] = field(default_factory=list)
+    costs: list[float] = field(default_factory=list)
+
+
+@contextmanager
+def _one_torch_thread():
+    # The models are tiny, and torch's OpenMP threads fight MetaSchedule's own thread pool (and the
+    # runner measuring in the background) for the cores: forwards took ~100x longer with 2 threads.
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _mean_cost(result: RunnerResult) -> float:
+    secs = [float(s) for s in (result.run_secs or [])]
+    return float(np.mean(secs)) if result.error_msg is None and secs else FAILED_COST
+
+
+@derived_object
+class PrunerCostModel(PyCostModel):
+    """verifier: PaCM (or any CostModelModule over full features), None for draft order alone.
+    draft: a learned draft model; None ranks by the analytic draft score.
+    verify_fraction: share of each scored population that the verifier re-ranks.
+    on_update: online training, see OnlineUpdate; None keeps the verifier as loaded."""
+
+    def __init__(self, *, target_kind: str, verifier: Optional[CostModelModule] = None,
+                 draft: Optional[CostModelModule] = None, device: str | DeviceConstants | None = None,
+                 verify_fraction: float = 0.2, on_update: Optional[OnlineUpdate] = None):
+        super().__init__()
+        if not 0 < verify_fraction <= 1:
+            raise ValueError(f"verify_fraction must be in (0, 1], got {verify_fraction}")
+        self.verifier = verifier.eval() if verifier is not None else None
+        self.draft = draft.eval() if draft is not None else None
+        self.verify_fraction = verify_fraction
+        self.on_update = on_update
+        self.features = CandidateFeatures(target_kind, device)
+        self.measured = MeasuredPrograms()
+        self.times = CostModelTimes()
+
+    def load(self, path: str) -> None:
+        self.verifier = load_checkpoint(path)
+
+    def save(self, path: str) -> None:
+        if self.verifier is None:
+            raise ValueError("no verifier to save: this cost model ranks by the draft model alone")
+        export_model(self.verifier, path, meta={"source": "pruner_offline.tuning (online-updated verifier)"})
+
+    def _draft_scores(self, candidates: list[MeasureCandidate]) -> np.ndarray:
+        drafts = self.features.draft([c.sch for c in candidates])
+        scores = np.full(len(drafts), np.nan)
+        valid = [i for i, d in enumerate(drafts) if d is not None]
+        if not valid:
+            return scores
+        if self.draft is None:
+            scores[valid] = [drafts[i].draft_score for i in valid]
+            return scores
+        start = time.perf_counter()
+        with torch.no_grad():
+            scores[valid] = self.draft(draft_batch([drafts[i] for i in valid])).numpy()
+        self.times.draft_model_s += time.perf_counter() - start
+        return scores
+
+    def _verify(self, candidates: list[MeasureCandidate], indices: np.ndarray) -> np.ndarray:
+        feats = self.features.full([candidates[i].sch for i in indices])
+        scores = np.full(len(indices), np.nan)
+        valid = [j for j, f in enumerate(feats) if f is not None]
+        if valid:
+            start = time.perf_counter()
+            with torch.no_grad():
+                scores[valid] = self.verifier(features_batch([feats[j] for j in valid])).numpy()
+            self.times.verify_model_s += time.perf_counter() - start
+        return scores
+
+    def predict(self, context, candidates: list[MeasureCandidate]) -> np.ndarray:
+        start = time.perf_counter()
+        verify = None if self.verifier is None else (lambda idx: self._verify(candidates, idx))
+        with _one_torch_thread():
+            scores = draft_then_verify(self._draft_scores(candidates), self.verify_fraction, verify)
+        self.times.predict_s += time.perf_counter() - start
+        self.times.predict_calls += 1
+        self.times.candidates += len(candidates)
+        return scores
+
+    def update(self, context, candidates: list[MeasureCandidate], results: list[RunnerResult]) -> None:
+        start = time.perf_counter()
+        for feats, result in zip(self.features.full([c.sch for c in candidates]), results):
+            if feats is not None:
+                self.measured.features.append(feats)
+                self.measured.costs.append(_mean_cost(result))
+        if self.on_update is not None and self.measured.features:
+            online_start = time.perf_counter()
+            with _one_torch_thread():
+                new = self.on_update(self.verifier, self.measured.features, np.array(self.measured.costs))
+            if new is not None:
+                self.verifier = new.eval()
+            self.times.online_s += time.perf_counter() - online_start
+        self.times.update_s += time.perf_counter() - start
+        self.times.updates += 1

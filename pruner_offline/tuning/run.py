@@ -1,0 +1,143 @@
+"""One MetaSchedule tuning run with a chosen cost model, and its report."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Optional
+
+import tvm
+from tvm.s_tir import meta_schedule as ms
+from tvm.s_tir.meta_schedule.logging import get_loggers_from_work_dir
+
+from .build import MeasureSettings, make_builder, make_runner
+from .context import make_context
+from .timing import LatencyCurve, TimedCostModel
+
+COST_MODELS = ("pruner", "xgb", "mlp", "random")
+# The constants the bundled checkpoints were featurized with (checkpoints/README.md): the learned
+# draft model reads the analytic score, so it should see the same constants when tuning.
+TRAINING_DEVICE = {"llvm": "epyc-7452", "cuda": "h200"}
+
+
+@dataclass(frozen=True)
+class TuneSettings:
+    target_kind: str = "llvm"  # llvm | cuda
+    trials: int = 64
+    cost_model: str = "pruner"
+    # pruner: PaCM, the verifier (without it, the draft order alone); mlp: a TenSet-MLP model file,
+    # which then scores every candidate
+    checkpoint: Optional[str] = None
+    draft: Optional[str] = None  # learned draft model; without it the analytic draft score
+    verify_fraction: float = 0.2
+    online_epochs: int = 0  # >0: retrain the verifier on measured programs after each batch
+    online_method: str = "retrain"  # retrain: plain retraining of a copy; moa: momentum online adaptation
+    trials_per_batch: int = 16
+    population_size: int = 512
+    num_cores: int = 2
+    seed: Optional[int] = None
+    # Constants for the analytic draft score (features/devices.py); None: TRAINING_DEVICE.
+    device: Optional[str] = None
+    measure: MeasureSettings = field(default_factory=MeasureSettings)
+
+
+@dataclass(frozen=True)
+class TuneReport:
+    workload: str
+    target: str
+    cost_model: str
+    trials: int
+    best_latency_s: float
+    best_latency_per_batch: list[float]  # seconds, best so far after each measured batch
+    batch_end_seconds: list[float]  # search seconds at the end of each batch
+    trials_per_batch: list[int]  # cumulative trials after each batch
+    search_seconds: float
+    cost_model_seconds: float  # inside predict + update
+    cost_model_breakdown: dict[str, float]
+    seed: Optional[int]
+    work_dir: str
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+
+def make_target(kind: str, num_cores: int) -> tvm.target.Target:
+    if kind == "llvm":
+        # TenSet's CPU target. The host's own mcpu would do on an AVX2 machine, but with AVX-512 or
+        # VNNI MetaSchedule switches to schedule rules that need the tensor intrinsics (see build.py).
+        return tvm.target.Target({"kind": "llvm", "num-cores": num_cores, "mcpu": "core-avx2"})
+    if kind == "cuda":
+        # Explicit limits: without a GPU, Target cannot query them (they are an A100's / H100's).
+        return tvm.target.Target({"kind": "cuda", "arch": "sm_80", "max_threads_per_block": 1024,
+                                  "max_shared_memory_per_block": 49152, "thread_warp_size": 32},
+                                 host={"kind": "llvm"})
+    raise ValueError(f"unsupported target kind {kind!r}: llvm or cuda")
+
+
+def _cost_model(s: TuneSettings) -> ms.cost_model.CostModel:
+    if s.cost_model == "pruner":
+        from .cost_model import PrunerCostModel, load_checkpoint
+        from .online import MoAUpdate, PlainRetrain
+
+        update = {"retrain": PlainRetrain, "moa": MoAUpdate}[s.online_method]
+        return PrunerCostModel(
+            target_kind=s.target_kind, device=s.device or TRAINING_DEVICE[s.target_kind], verify_fraction=s.verify_fraction,
+            verifier=load_checkpoint(s.checkpoint) if s.checkpoint else None,
+            draft=load_checkpoint(s.draft) if s.draft else None,
+            on_update=update(epochs=s.online_epochs, seed=s.seed or 0) if s.online_epochs else None)
+    if s.cost_model == "xgb":
+        if importlib.util.find_spec("xgboost") is None:  # XGBModel would only fail at its first update
+            raise ValueError("--cost-model xgb needs xgboost: pip install 'pruner-offline[xgb]'")
+        return ms.cost_model.XGBModel(num_tuning_cores=s.num_cores)
+    if s.cost_model == "mlp":
+        # Not MetaSchedule's MLPModel: it needs pretraining on a database of many workloads (its
+        # update() fails on one), which is what our TenSet-MLP model files are.
+        from .cost_model import PrunerCostModel, load_checkpoint
+
+        if not s.checkpoint:
+            raise ValueError("--cost-model mlp needs --checkpoint: a TenSet-MLP model file (pretrain --model mlp)")
+        return PrunerCostModel(target_kind=s.target_kind, verifier=load_checkpoint(s.checkpoint), verify_fraction=1.0,
+                               device=s.device or TRAINING_DEVICE[s.target_kind])
+    if s.cost_model == "random":
+        return ms.cost_model.RandomModel(seed=s.seed)
+    raise ValueError(f"unknown cost model {s.cost_model!r}; choose from {', '.join(COST_MODELS)}")
+
+
+def _breakdown(model: TimedCostModel) -> dict[str, float]:
+    out = {"predict_s": model.predict_s, "update_s": model.update_s}
+    inner = model.inner
+    if hasattr(inner, "times"):  # ours: where the time inside went
+        out |= {f"model_{k}": v for k, v in asdict(inner.times).items()}
+        out |= {f"features_{k}": v for k, v in asdict(inner.features.times).items()}
+    return {k: round(v, 4) if isinstance(v, float) else v for k, v in out.items()}
+
+
+def tune(mod: tvm.IRModule, workload: str, work_dir: str | Path, s: TuneSettings) -> TuneReport:
+    """Tune `mod` (one PrimFunc named main) for s.trials trials; the database goes to work_dir."""
+    if s.target_kind == "cuda" and not tvm.cuda(0).exist:
+        raise RuntimeError("tune --target cuda needs a CUDA GPU to measure on, and none is visible here")
+    work_dir = Path(work_dir)
+    work_dir.mkdir(parents=True, exist_ok=True)
+    target = make_target(s.target_kind, s.num_cores)
+    logger = get_loggers_from_work_dir(str(work_dir), ["main"])[0]
+    context = make_context(mod, target, num_threads=s.num_cores, seed=s.seed, logger=logger,
+                           population_size=s.population_size)
+    model = TimedCostModel(_cost_model(s))
+    start = time.perf_counter()
+    curve = LatencyCurve(start)
+    ms.tune.tune_tasks(
+        tasks=[context], task_weights=[1.0], work_dir=str(work_dir), max_trials_global=s.trials,
+        num_trials_per_iter=s.trials_per_batch, builder=make_builder(s.measure), runner=make_runner(s.measure),
+        database=ms.database.JSONDatabase(work_dir=str(work_dir)), cost_model=model,
+        measure_callbacks=ms.measure_callback.MeasureCallback.create("default") + [curve],
+        task_scheduler="round-robin")
+    return TuneReport(
+        workload=workload, target=s.target_kind, cost_model=s.cost_model, trials=curve.trials[-1] if curve.trials else 0,
+        best_latency_s=curve.best_s[-1] if curve.best_s else float("inf"),
+        best_latency_per_batch=curve.best_s, batch_end_seconds=[round(t, 3) for t in curve.elapsed_s],
+        trials_per_batch=curve.trials, search_seconds=round(time.perf_counter() - start, 3),
+        cost_model_seconds=round(model.predict_s + model.update_s, 4), cost_model_breakdown=_breakdown(model),
+        seed=s.seed, work_dir=str(work_dir))

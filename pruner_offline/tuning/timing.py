@@ -1,0 +1,59 @@
+"""Time spent inside any cost model, measured the same way for ours and MetaSchedule's."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from tvm.ir.utils import derived_object
+from tvm.s_tir.meta_schedule.cost_model import CostModel, PyCostModel
+from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
+
+
+@derived_object
+class TimedCostModel(PyCostModel):
+    """Delegates to `inner` (any MetaSchedule CostModel) and adds up the seconds spent in it."""
+
+    def __init__(self, inner: CostModel):
+        super().__init__()
+        self.inner = inner
+        self.predict_s = 0.0
+        self.update_s = 0.0
+
+    def load(self, path: str) -> None:
+        self.inner.load(path)
+
+    def save(self, path: str) -> None:
+        self.inner.save(path)
+
+    def predict(self, context, candidates) -> np.ndarray:
+        start = time.perf_counter()
+        scores = self.inner.predict(context, candidates)
+        self.predict_s += time.perf_counter() - start
+        return scores
+
+    def update(self, context, candidates, results) -> None:
+        start = time.perf_counter()
+        self.inner.update(context, candidates, results)
+        self.update_s += time.perf_counter() - start
+
+
+@derived_object
+class LatencyCurve(PyMeasureCallback):
+    """Best latency so far and wall time after every measured batch."""
+
+    def __init__(self, start: float):
+        super().__init__()
+        self.start = start
+        self.best_s: list[float] = []
+        self.elapsed_s: list[float] = []
+        self.trials: list[int] = []
+
+    def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results) -> None:
+        best = self.best_s[-1] if self.best_s else float("inf")
+        for result in runner_results:
+            if result.error_msg is None and result.run_secs:
+                best = min(best, float(np.mean([float(s) for s in result.run_secs])))
+        self.best_s.append(best)
+        self.elapsed_s.append(time.perf_counter() - self.start)
+        self.trials.append((self.trials[-1] if self.trials else 0) + len(runner_results))

@@ -1,0 +1,101 @@
+"""What to tune: a few named workloads built with TE, or a user's module from a file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Callable
+
+import tvm
+from tvm import te, tirx
+
+
+def _matmul(m: int, n: int, k: int, *, transpose_b: bool = False) -> tirx.PrimFunc:
+    a = te.placeholder((m, k), name="A")
+    b = te.placeholder((n, k) if transpose_b else (k, n), name="B")
+    r = te.reduce_axis((0, k), name="k")
+    if transpose_b:  # a dense layer stores its weight as [out, in]
+        c = te.compute((m, n), lambda i, j: te.sum(a[i, r] * b[j, r], axis=r), name="T_dense")
+    else:
+        c = te.compute((m, n), lambda i, j: te.sum(a[i, r] * b[r, j], axis=r), name="C")
+    return te.create_prim_func([a, b, c])
+
+
+def _batch_matmul(batch: int, m: int, n: int, k: int) -> tirx.PrimFunc:
+    a = te.placeholder((batch, m, k), name="A")
+    b = te.placeholder((batch, k, n), name="B")
+    r = te.reduce_axis((0, k), name="k")
+    c = te.compute((batch, m, n), lambda t, i, j: te.sum(a[t, i, r] * b[t, r, j], axis=r), name="C")
+    return te.create_prim_func([a, b, c])
+
+
+def _conv2d(layout: str, n: int, c: int, hw: int, k: int, kernel: int, stride: int, pad: int) -> tirx.PrimFunc:
+    """A padded 2-D convolution, data and weight in ``NCHW``/``OIHW`` or ``NHWC``/``HWIO``."""
+    nchw = layout == "NCHW"
+
+    def shape(channels: int, size: int) -> tuple:
+        return (n, channels, size, size) if nchw else (n, size, size, channels)
+
+    def at(t: te.Tensor, b, ch, y, x):
+        return t[b, ch, y, x] if nchw else t[b, y, x, ch]
+
+    def split(idx: tuple) -> tuple:  # (batch, channel, y, x) from the layout's index order
+        return idx if nchw else (idx[0], idx[3], idx[1], idx[2])
+
+    data = te.placeholder(shape(c, hw), name="data")
+    weight = te.placeholder((k, c, kernel, kernel) if nchw else (kernel, kernel, c, k), name="weight")
+    padded_hw = hw + 2 * pad
+
+    def pad_value(*idx):
+        b, ci, y, x = split(idx)
+        inside = tvm.tirx.all(y >= pad, y < hw + pad, x >= pad, x < hw + pad)
+        return tvm.tirx.if_then_else(inside, at(data, b, ci, y - pad, x - pad), tvm.tirx.const(0.0, "float32"))
+
+    padded = te.compute(shape(c, padded_hw), pad_value, name="pad")
+    rc = te.reduce_axis((0, c), name="rc")
+    ry = te.reduce_axis((0, kernel), name="ry")
+    rx = te.reduce_axis((0, kernel), name="rx")
+
+    def conv_value(*idx):
+        b, co, y, x = split(idx)
+        w = weight[co, rc, ry, rx] if nchw else weight[ry, rx, rc, co]
+        return te.sum(at(padded, b, rc, y * stride + ry, x * stride + rx) * w, axis=[rc, ry, rx])
+
+    out = te.compute(shape(k, (padded_hw - kernel) // stride + 1), conv_value, name=f"conv2d_{layout.lower()}")
+    return te.create_prim_func([data, weight, out])
+
+
+# Shapes: a square GEMM, a ResNet-50 stage-2 3x3 convolution (both layouts), BERT-base's FFN
+# up-projection at sequence length 128 and its per-head attention scores.
+WORKLOADS: dict[str, Callable[[], tirx.PrimFunc]] = {
+    "matmul": lambda: _matmul(512, 512, 512),
+    "matmul-small": lambda: _matmul(64, 64, 64),
+    "conv2d": lambda: _conv2d("NCHW", 1, 64, 56, 64, 3, 1, 1),
+    "conv2d-nhwc": lambda: _conv2d("NHWC", 1, 64, 56, 64, 3, 1, 1),
+    "dense": lambda: _matmul(128, 3072, 768, transpose_b=True),
+    "batch-matmul": lambda: _batch_matmul(12, 128, 128, 64),
+}
+
+
+def named_workload(name: str) -> tvm.IRModule:
+    try:
+        func = WORKLOADS[name]()
+    except KeyError:
+        raise KeyError(f"unknown workload {name!r}; built in: {', '.join(WORKLOADS)}") from None
+    return tvm.IRModule({"main": func.with_attr("global_symbol", "main")})
+
+
+def load_module(path: str | Path) -> tvm.IRModule:
+    """A TIR module from TVMScript (any suffix but .json) or from TVM's JSON serialization."""
+    path = Path(path)
+    text = path.read_text()
+    if path.suffix == ".json":
+        json.loads(text)  # a clear error for a file that is not JSON at all, before TVM parses it
+        obj = tvm.ir.load_json(text)
+    else:
+        obj = tvm.script.from_source(text)
+    if isinstance(obj, tirx.PrimFunc):
+        obj = tvm.IRModule({"main": obj.with_attr("global_symbol", "main")})
+    if not isinstance(obj, tvm.IRModule) or not any(isinstance(f, tirx.PrimFunc) for f in obj.functions.values()):
+        raise ValueError(f"{path}: expected a TIR PrimFunc or an IRModule of PrimFuncs, got {type(obj).__name__}")
+    return obj

@@ -1,0 +1,173 @@
+"""Our cost model inside MetaSchedule: draft-then-verify scores on a real schedule space, and a tiny
+real tuning run through the CLI (llvm, 16 trials)."""
+
+import io
+import json
+import logging
+import math
+from contextlib import redirect_stdout
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tvm
+from tvm import s_tir
+from tvm.s_tir import meta_schedule as ms
+from tvm.s_tir.schedule import Trace
+
+from pruner_offline.cli import main
+from pruner_offline.training.export import export_model
+from pruner_offline.training.module import CostModelModule
+from pruner_offline.training.normalize import fit_scales
+from pruner_offline.tuning.candidates import CandidateFeatures
+from pruner_offline.tuning.context import make_context
+from pruner_offline.tuning.cost_model import PrunerCostModel, load_checkpoint
+from pruner_offline.tuning.online import PlainRetrain
+from pruner_offline.tuning.ranking import draft_then_verify, verify_count
+from pruner_offline.tuning.run import make_target
+from pruner_offline.tuning.workloads import load_module, named_workload
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _sample_space() -> tuple[ms.TuneContext, list[ms.MeasureCandidate]]:
+    """A small matmul's TuneContext and 40 postprocessed candidates sampled from its design space."""
+    mod = named_workload("matmul-small")
+    context = make_context(mod, make_target("llvm", 2), num_threads=1, seed=0, logger=logging.getLogger("test"))
+    spaces = context.generate_design_space()
+    out, seed = [], 0
+    while len(out) < 40:
+        seed += 1
+        sch = s_tir.Schedule(mod, seed=seed)
+        Trace(spaces[seed % len(spaces)].trace.insts, {}).apply_to_schedule(sch, remove_postproc=True)
+        if all(p.apply(sch) for p in context.space_generator.postprocs):
+            out.append(ms.MeasureCandidate(sch, []))
+    return context, out
+
+
+@pytest.fixture(scope="module")
+def space() -> tuple[ms.TuneContext, list[ms.MeasureCandidate]]:
+    return _sample_space()
+
+
+@pytest.fixture(scope="module")
+def candidates(space) -> list[ms.MeasureCandidate]:
+    return space[1]
+
+
+def _trained(model: str, candidates, tmp: Path) -> Path:
+    # A stand-in for the bundled checkpoint: fit on the candidates with the analytic score as label.
+    feats = CandidateFeatures("llvm", "epyc-7452").full([c.sch for c in candidates])
+    module = CostModelModule(model=model, feature_schema="1")
+    module.set_scales(fit_scales(np.concatenate([f.statements for f in feats]),
+                                 np.concatenate([f.symbols for f in feats]), np.stack([f.dataflow for f in feats]),
+                                 np.ones((1, 1, 37), np.float32), np.array([f.draft_score for f in feats])))
+    module = PlainRetrain(epochs=3)(module, feats, np.array([1 / f.draft_score for f in feats]))
+    return export_model(module, tmp / f"{model}.pt")
+
+
+@pytest.fixture(scope="module")
+def checkpoints(candidates, tmp_path_factory) -> tuple[Path, Path]:
+    """(PaCM, draft): the bundled model files when present, else models trained here."""
+    bundled = REPO / "checkpoints" / "pacm.pt", REPO / "checkpoints" / "draft.pt"
+    if all(p.is_file() for p in bundled):
+        return bundled
+    tmp = tmp_path_factory.mktemp("models")
+    return _trained("pacm", candidates, tmp), _trained("draft", candidates, tmp)
+
+
+def test_ranking_puts_verified_above_draft_order():
+    draft = np.array([0.1, 0.9, np.nan, 0.5, 0.7, 0.3])
+    calls = []
+
+    def verify(idx):
+        calls.append(list(idx))
+        return -draft[idx]  # the verifier reverses the draft's opinion
+
+    s = draft_then_verify(draft, 0.4, verify)
+    assert calls == [[1, 4]]  # ceil(0.4 * 5 valid): the draft's two best
+    assert s[2] == 0 and s[4] > s[1] > 0.5  # the verifier's order on top
+    assert 0.5 >= s[3] > s[5] > s[0] > 0  # the rest in draft order
+    assert verify_count(0, 0.2) == 0 and verify_count(3, 0.01) == 1
+
+
+def test_predict_is_draft_then_verify(space, checkpoints):
+    context, candidates = space
+    model = PrunerCostModel(target_kind="llvm", verifier=load_checkpoint(checkpoints[0]),
+                            draft=load_checkpoint(checkpoints[1]), device="epyc-7452", verify_fraction=0.25)
+    scores = model.predict(context, candidates)
+    assert scores.shape == (len(candidates),) and np.isfinite(scores).all() and (scores > 0).all()
+    draft = model._draft_scores(candidates)
+    k = verify_count(len(candidates), 0.25)
+    by_draft = np.argsort(-draft, kind="stable")
+    assert (scores[by_draft[:k]] > 0.5).all() and (scores[by_draft[k:]] <= 0.5).all()
+    assert (np.diff(scores[by_draft[k:]]) < 0).all()  # unverified keep the draft order
+    assert model.features.times.full_programs == k  # only the verified were fully featurized
+    # A second look at the same population costs hash lookups, not featurization.
+    np.testing.assert_array_equal(model.predict(context, candidates), scores)
+    assert model.features.times.draft_programs == len(candidates)
+
+
+def test_save_load_round_trip(space, checkpoints, tmp_path):
+    context, candidates = space
+    model = PrunerCostModel(target_kind="llvm", verifier=load_checkpoint(checkpoints[0]), device="epyc-7452")
+    model.save(str(tmp_path / "v.pt"))
+    other = PrunerCostModel(target_kind="llvm", device="epyc-7452")
+    other.load(str(tmp_path / "v.pt"))
+    np.testing.assert_array_equal(model.predict(context, candidates), other.predict(context, candidates))
+
+
+def test_tiny_tuning_run(checkpoints, tmp_path):
+    out = io.StringIO()
+    with redirect_stdout(out):
+        rc = main(["tune", "--workload", "matmul-small", "--trials", "16", "--population", "64",
+                   "--checkpoint", str(checkpoints[0]), "--draft", str(checkpoints[1]), "--online-epochs", "2",
+                   "--work-dir", str(tmp_path), "--seed", "0"])
+    assert rc == 0
+    report = json.loads(out.getvalue().strip().splitlines()[-1])
+    for key in ("best_latency_per_batch", "search_seconds", "cost_model_seconds", "trials", "cost_model"):
+        assert key in report
+    assert report["cost_model"] == "pruner" and report["trials"] == 16
+    assert report["best_latency_per_batch"] and all(math.isfinite(x) and x > 0 for x in report["best_latency_per_batch"])
+    assert 0 < report["cost_model_seconds"] < report["search_seconds"]
+    assert report["cost_model_breakdown"]["model_online_s"] > 0  # the measured batch retrained PaCM
+    records = (tmp_path / "database_tuning_record.json").read_text().splitlines()
+    assert len(records) == 16 and (tmp_path / "database_workload.json").stat().st_size > 0
+
+
+def test_tune_refuses_cuda_without_gpu(tmp_path, capsys):
+    if tvm.cuda(0).exist:
+        pytest.skip("a GPU is visible")
+    assert main(["tune", "--workload", "matmul-small", "--target", "cuda", "--trials", "1",
+                 "--work-dir", str(tmp_path)]) == 2
+    assert "GPU" in capsys.readouterr().err
+
+
+def test_module_files_load_as_the_workload(tmp_path):
+    mod = named_workload("matmul-small")
+    (tmp_path / "m.py").write_text(mod.script())
+    (tmp_path / "m.json").write_text(tvm.ir.save_json(mod))
+    for name in ("m.py", "m.json"):
+        tvm.ir.assert_structural_equal(load_module(tmp_path / name), mod)
+    (tmp_path / "bad.json").write_text("[1, 2")
+    with pytest.raises(ValueError):
+        load_module(tmp_path / "bad.json")
+
+
+def test_moa_update_adapts_the_verifier_inside_tuning(candidates, checkpoints):
+    from pruner_offline.tuning.online import MoAUpdate
+
+    feats = CandidateFeatures("llvm", "epyc-7452").full([c.sch for c in candidates[:16]])
+    costs = np.array([1.0 / f.draft_score for f in feats])
+    costs[3] = np.inf  # a failed run
+    verifier = load_checkpoint(str(checkpoints[0]))
+    update = MoAUpdate(epochs=2)
+    assert update(verifier, feats[:4], costs[:4]) is None  # too few programs to rank
+    adapted = update(verifier, feats, costs)
+    assert adapted is not None and adapted is not verifier
+    moved = [not np.allclose(a.detach(), b.detach()) for a, b in zip(adapted.parameters(), verifier.parameters())]
+    assert any(moved)
+    # the momentum copy moved by (1 - m) of the way only
+    slow = list(update._method.momentum.parameters())
+    for s, v, a in zip(slow, verifier.parameters(), adapted.parameters()):
+        np.testing.assert_allclose(s.detach(), 0.99 * v.detach() + 0.01 * a.detach(), rtol=1e-5, atol=1e-6)
