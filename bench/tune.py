@@ -73,6 +73,7 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     ap.add_argument("--verify-fraction", type=float, default=0.2)
     ap.add_argument("--online-epochs", type=int, default=0)
+    ap.add_argument("--online-method", choices=("retrain", "moa"), default="retrain")
     ap.add_argument("--work-dir", type=Path, default=None, help="keep the databases here (default: a temp dir)")
     args = ap.parse_args()
     if not Path(args.checkpoint).is_file():
@@ -88,7 +89,8 @@ def main() -> None:
                     ("xgb", base, TuneSettings(cost_model="xgb", **common)),
                     ("pruner", ours, TuneSettings(cost_model="pruner", checkpoint=args.checkpoint, draft=args.draft,
                                                   verify_fraction=args.verify_fraction,
-                                                  online_epochs=args.online_epochs, **common))):
+                                                  online_epochs=args.online_epochs,
+                                                  online_method=args.online_method, **common))):
                 r = tune(named_workload(wl), wl, root / f"{wl}-{name}-{seed}", s)
                 print(json.dumps({"workload": wl, "model": name, "seed": seed, "final_s": r.best_latency_s,
                                   "curve": r.best_latency_per_batch, "t": r.batch_end_seconds,
