@@ -22,7 +22,7 @@ from pruner_offline.training.normalize import fit_scales
 from pruner_offline.tuning.candidates import CandidateFeatures
 from pruner_offline.tuning.context import make_context
 from pruner_offline.tuning.cost_model import PrunerCostModel, load_checkpoint
-from pruner_offline.tuning.online import PlainRetrain
+from pruner_offline.tuning.online import AdaptUpdate
 from pruner_offline.tuning.ranking import draft_then_verify, verify_count
 from pruner_offline.tuning.run import make_target
 from pruner_offline.tuning.workloads import load_module, named_workload
@@ -62,7 +62,7 @@ def _trained(model: str, candidates, tmp: Path) -> Path:
     module.set_scales(fit_scales(np.concatenate([f.statements for f in feats]),
                                  np.concatenate([f.symbols for f in feats]), np.stack([f.dataflow for f in feats]),
                                  np.ones((1, 1, 37), np.float32), np.array([f.draft_score for f in feats])))
-    module = PlainRetrain(epochs=3)(module, feats, np.array([1 / f.draft_score for f in feats]))
+    module = AdaptUpdate(epochs=3)(module, feats, np.array([1 / f.draft_score for f in feats]))
     return export_model(module, tmp / f"{model}.pt")
 
 
@@ -155,19 +155,17 @@ def test_module_files_load_as_the_workload(tmp_path):
 
 
 def test_moa_update_adapts_the_verifier_inside_tuning(candidates, checkpoints):
-    from pruner_offline.tuning.online import MoAUpdate
-
     feats = CandidateFeatures("llvm", "epyc-7452").full([c.sch for c in candidates[:16]])
     costs = np.array([1.0 / f.draft_score for f in feats])
     costs[3] = np.inf  # a failed run
     verifier = load_checkpoint(str(checkpoints[0]))
-    update = MoAUpdate(epochs=2)
+    update = AdaptUpdate("moa", epochs=2)
     assert update(verifier, feats[:4], costs[:4]) is None  # too few programs to rank
     adapted = update(verifier, feats, costs)
     assert adapted is not None and adapted is not verifier
     moved = [not np.allclose(a.detach(), b.detach()) for a, b in zip(adapted.parameters(), verifier.parameters())]
     assert any(moved)
     # the momentum copy moved by (1 - m) of the way only
-    slow = list(update._method.momentum.parameters())
+    slow = list(update._adapter.momentum.parameters())
     for s, v, a in zip(slow, verifier.parameters(), adapted.parameters()):
         np.testing.assert_allclose(s.detach(), 0.99 * v.detach() + 0.01 * a.detach(), rtol=1e-5, atol=1e-6)

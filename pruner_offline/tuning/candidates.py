@@ -117,7 +117,7 @@ def draft_batch(items: list[DraftFeatures]) -> Batch:
         y=torch.zeros(n), task=torch.zeros(n, dtype=torch.long))
 
 
-def features_batch(items: list[ProgramFeatures], y: Optional[np.ndarray] = None) -> Batch:
+def features_batch(items: list[ProgramFeatures]) -> Batch:
     """Raw training features of programs as one Batch (steps are zero: TLP is not a tuning model)."""
     n = len(items)
     return Batch(
@@ -127,5 +127,4 @@ def features_batch(items: list[ProgramFeatures], y: Optional[np.ndarray] = None)
         dataflow=torch.from_numpy(np.stack([f.dataflow for f in items]).astype(np.float32)),
         steps=torch.zeros(n, 1, STEP_DIM),
         draft_score=torch.tensor([f.draft_score for f in items], dtype=torch.float32),
-        y=torch.zeros(n) if y is None else torch.as_tensor(y, dtype=torch.float32),
-        task=torch.zeros(n, dtype=torch.long))
+        y=torch.zeros(n), task=torch.zeros(n, dtype=torch.long))

@@ -29,7 +29,7 @@ FAILED_COST = float("inf")
 
 # Called after every measured batch with every program measured so far (features, costs in seconds,
 # inf for failed runs) and the current verifier; returns the verifier to use from now on, or None to
-# keep it. Plain retraining is online.PlainRetrain; MoA plugs in the same way.
+# keep it. online.AdaptUpdate runs plain retraining or MoA this way.
 OnlineUpdate = Callable[[Optional[CostModelModule], list[ProgramFeatures], np.ndarray], Optional[CostModelModule]]
 
 

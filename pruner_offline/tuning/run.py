@@ -80,14 +80,14 @@ def make_target(kind: str, num_cores: int) -> tvm.target.Target:
 def _cost_model(s: TuneSettings) -> ms.cost_model.CostModel:
     if s.cost_model == "pruner":
         from .cost_model import PrunerCostModel, load_checkpoint
-        from .online import MoAUpdate, PlainRetrain
+        from .online import ONLINE_METHODS, AdaptUpdate
 
-        update = {"retrain": PlainRetrain, "moa": MoAUpdate}[s.online_method]
         return PrunerCostModel(
             target_kind=s.target_kind, device=s.device or TRAINING_DEVICE[s.target_kind], verify_fraction=s.verify_fraction,
             verifier=load_checkpoint(s.checkpoint) if s.checkpoint else None,
             draft=load_checkpoint(s.draft) if s.draft else None,
-            on_update=update(epochs=s.online_epochs, seed=s.seed or 0) if s.online_epochs else None)
+            on_update=(AdaptUpdate(ONLINE_METHODS[s.online_method], epochs=s.online_epochs, seed=s.seed or 0)
+                       if s.online_epochs else None))
     if s.cost_model == "xgb":
         if importlib.util.find_spec("xgboost") is None:  # XGBModel would only fail at its first update
             raise ValueError("--cost-model xgb needs xgboost: pip install 'pruner-offline[xgb]'")
