@@ -3,11 +3,12 @@
 Sources: a TenSet dataset (Ansor records replayed on TIR) or a MetaSchedule JSON database
 (traces applied to their workloads); both give scheduled TIR, featurized the same way.
 
-Work is cut into record files (one task on one device), or workloads of a database. Each unit is featurized as a
-whole by a worker and saved as an atomic part under ``OUT.parts/``; a run that is killed
-resumes with the files whose part is missing, and the store is assembled from the parts in
-file order, so it has the same content however the run was cut or parallelised.
-``--shard i/N`` keeps the files whose index is ``i`` mod ``N``; shards merge into one store.
+Work is cut into units: record files (one task on one device), or workloads of a database.
+Each unit is featurized as a whole by a worker and saved as an atomic part under
+``OUT.parts/``; a run that is killed resumes with the units whose part is missing, and the
+store is assembled from the parts in unit order, so it has the same content however the run
+was cut or parallelised. ``--shard i/N`` keeps the units whose index is ``i`` mod ``N``;
+shards merge into one store.
 """
 
 from __future__ import annotations
@@ -19,18 +20,18 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Iterable, Optional
 
 import numpy as np
 
+from .replay.metaschedule import (RECORD_FILE, WORKLOAD_FILE, is_metaschedule_database, read_ms_records,
+                                  scheduled_funcs, workload_hash)
 from .store.parts import check_manifest, done_indices, part_path, read_part, write_part
 from .store.schema import UnitFeatures
 from .store.writer import write_store
-from .replay.metaschedule import (RECORD_FILE, WORKLOAD_FILE, is_metaschedule_database, read_ms_records,
-                                  scheduled_funcs, workload_hash)
 from .tenset.dataset import UNMEASURED, TaskIndex, discover, load_task_index
-from .tenset.records import BadLine, Record, read_records
 from .tenset.labels import mean_costs, task_labels
+from .tenset.records import BadLine, Record, read_records
 from .tenset.step_vectors import MAX_STEPS, STEP_DIM, step_vectors
 
 
@@ -98,7 +99,7 @@ class _Program:
 class _UnitPrograms:
     key: str
     target_kind: str
-    programs: list  # of _Program, built lazily by the TenSet source (replay per record)
+    programs: Iterable[_Program]  # the TenSet source replays lazily, one record at a time
     records_read: int
     bad_lines: list[tuple[int, str]]
 
