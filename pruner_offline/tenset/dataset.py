@@ -83,13 +83,6 @@ class TaskIndex:
     networks: list[NetworkTasks] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # unreadable task files, with reasons
 
-    def networks_of(self, key: tuple[str, str]) -> frozenset[str]:
-        return frozenset(n.name for n in self.networks if any(t.key == key for t in n.tasks))
-
-    def weight(self, network: str, key: tuple[str, str]) -> int:
-        return sum(w for n in self.networks if n.name == network
-                   for t, w in zip(n.tasks, n.weights) if t.key == key)
-
 
 def load_task_index(layout: DatasetLayout) -> TaskIndex:
     """Tasks from all_tasks.pkl and the per-network files; a file that fails is reported, not fatal."""

@@ -16,8 +16,6 @@ import numpy as np
 # TenSet's evaluation networks (batch 1), held out of training as a group.
 ALL_FIVE = ("resnet_18", "resnet_50", "mobilenet_v2", "resnext_50", "bert_tiny", "bert_base")
 
-SPLIT_KINDS = ("within_task", "by_task", "holdout")
-
 
 class SplitError(ValueError):
     pass

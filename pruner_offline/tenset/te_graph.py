@@ -156,13 +156,6 @@ class ComputeGraph:
     ops: tuple[Operation, ...]
     tensors: tuple[TensorRef, ...]
 
-    @property
-    def placeholders(self) -> list[int]:
-        return [i for i, op in enumerate(self.ops) if isinstance(op, PlaceholderOp)]
-
-    def consumers(self, index: int) -> list[int]:
-        return [i for i, op in enumerate(self.ops) if index in op_inputs(op)]
-
 
 # ---------------------------------------------------------------- traversal
 
