@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pruner_offline.adapt.methods import METHODS, AdaptConfig
+from pruner_offline.adapt.config import METHODS, AdaptConfig
 from pruner_offline.adapt.online import OnlineRecords, programs_of_store
 from pruner_offline.adapt.simulate import held_out_rows, plot_curves, simulate, tuning_order
 from pruner_offline.cli import ensure_store
@@ -42,7 +42,7 @@ def main() -> None:
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
 
-    store = ensure_store(args.db, REPO / "runs" / "features", jobs=2, quiet=True, gpu="h200")
+    store = ensure_store(args.db, REPO / "runs" / "features", jobs=2, quiet=True, devices={"cuda": {"name": "h200"}})
     full = FeatureStore(store)
     units = full.units()
     pre, new = args.out / "pretrain_workloads.h5", args.out / "new_workloads.h5"

@@ -21,7 +21,8 @@ DEFAULT_ROOT = Path(__file__).resolve().parents[2] / "shared" / "tenset-mini"
 
 
 def main() -> None:
-    from pruner_offline.features import DeviceConstants, featurize_prim_func
+    from pruner_offline.features import DeviceConstants
+    from pruner_offline.features.extract import featurize_prim_func
     from pruner_offline.replay import replay_record
     from pruner_offline.tenset.records import Record, read_records
     from pruner_offline.tenset.tasks import load_all_tasks

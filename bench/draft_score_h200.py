@@ -27,17 +27,17 @@ DEFAULT_ROOT = Path(__file__).resolve().parents[2] / "shared" / "h200-ms"
 class MeasuredProgram:
     workload: str
     func: object  # scheduled tvm.tirx.PrimFunc
-    run_secs: float  # median of the measured launches
+    run_secs: float  # mean of the measured launches
 
 
 def load_h200_programs(root: Path, lines: list[int]) -> list[MeasuredProgram]:
     """The scheduled PrimFuncs of the given record lines (0-based) of the h200-ms database."""
-    from pruner_offline.replay.metaschedule import MSRecordLine, read_ms_records, scheduled_funcs
+    from pruner_offline.sources.metaschedule import MetaScheduleSource
 
     wanted = {i + 1 for i in lines}
-    records = [r for r in read_ms_records(root) if isinstance(r, MSRecordLine) and r.source.line in wanted]
-    return [MeasuredProgram(f"workload{r.workload}", func, r.cost)
-            for r, func, _ in scheduled_funcs(root, records) if func is not None]
+    source = MetaScheduleSource(root)
+    return [MeasuredProgram(f"workload{u.index}", p.func, p.cost) for u in source.units()
+            for p in source.programs(u).programs if p.line in wanted and p.func is not None]
 
 
 def spearman(a: np.ndarray, b: np.ndarray) -> float:
@@ -47,7 +47,8 @@ def spearman(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def main() -> None:
-    from pruner_offline.features import SYMBOL_COLUMNS, featurize_prim_func
+    from pruner_offline.features import SYMBOL_COLUMNS
+    from pruner_offline.features.extract import featurize_prim_func
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", type=Path, default=DEFAULT_ROOT)

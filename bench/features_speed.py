@@ -55,7 +55,7 @@ def small_programs() -> list[tuple[str, object]]:
 
 
 def measure(programs: list[tuple[str, object]]) -> dict:
-    from pruner_offline.features import featurize_prim_func
+    from pruner_offline.features.extract import featurize_prim_func
     from pruner_offline.features.per_store import per_store_features
     from pruner_offline.features.tir_walk import walk
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pruner_offline.features import featurize_prim_func
+from pruner_offline.features.extract import featurize_prim_func
 from pruner_offline.features.per_store import per_store_features
 from pruner_offline.replay import replay_record
 from pruner_offline.tenset.dataset import discover, load_task_index

@@ -1,21 +1,28 @@
-"""``pruner-train``: wires the stages together; each stage lives in its own package."""
+"""``pruner-train``: wires the stages together; each stage lives in its own package.
+
+Options of the stages that have settings dataclasses (featurize, adapt, tune) are derived from
+those dataclasses (cli_options.py), so a default is written once, where the stage defines it.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
-
-import numpy as np
 from pathlib import Path
 from typing import Optional, Sequence
 
-from tqdm import tqdm
+import numpy as np
 
+from .bundled import default_dataset
+from .cli_options import add_options, settings_from
 from .models.registry import MODEL_NAMES
+from .progress import Progress
+from .sources.base import SourceError
 from .store.schema import StoreError
-from .training.export import ModelFileError
 from .tenset.dataset import DatasetError, DatasetSummary, discover, load_task_index, summarize
+from .tenset.splits import SplitError
+from .training.export import ModelFileError
 
 
 def _print_summary(s: DatasetSummary) -> None:
@@ -47,49 +54,62 @@ def _print_summary(s: DatasetSummary) -> None:
     out("step codes         " + "  ".join(f"{c}:{n}" for n, c in hist) + "\n")
 
 
-def cmd_info(args: argparse.Namespace) -> int:
-    layout = discover(args.dataset)
-    index = load_task_index(layout)
-    n_files = len(layout.record_files()) + len(layout.unmeasured_files())
-    with tqdm(total=n_files, unit="file", desc="scanning", file=sys.stderr, disable=args.quiet) as bar:
-        def progress(path: Path, lines: int) -> None:
-            bar.update(1)
-            bar.set_postfix(lines=lines, refresh=False)
+def _print_database(s) -> None:
+    print(f"database           {s.root}  (MetaSchedule)")
+    print(f"workloads          {s.workloads}  ({len(s.records_by_workload)} with records)")
+    print(f"records            {s.records}")
+    for kind, n in sorted(s.targets.items()):
+        print(f"  target {kind}: {n}")
+    print(f"failed records     {s.failed_records}")
+    print(f"unreadable lines   {s.bad_lines}")
+    for example in s.bad_line_examples:
+        print(f"  {example}")
 
-        summary = summarize(layout, index, on_file=progress)
-    _print_summary(summary)
+
+def cmd_info(args: argparse.Namespace) -> int:
+    from .sources import open_source
+    from .sources.metaschedule import MetaScheduleSource, summarize_database
+
+    source = open_source(args.dataset)
+    if isinstance(source, MetaScheduleSource):
+        summary = summarize_database(source.root)
+        _print_database(summary)
+    else:
+        layout = discover(args.dataset)
+        index = load_task_index(layout)
+        n_files = len(layout.record_files()) + len(layout.unmeasured_files())
+        with Progress("scanning", "file", n_files, args.quiet) as bar:
+            summary = summarize(layout, index, on_file=lambda path, lines: bar.update(1))
+        _print_summary(summary)
     if args.json:
         print(json.dumps(summary.to_json(), sort_keys=True))
     return 0
 
 
-def _shard(text: str) -> tuple[int, int]:
-    try:
-        i, n = (int(x) for x in text.split("/"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--shard takes i/N, e.g. 0/4, not {text!r}") from None
-    if not 0 <= i < n:
-        raise argparse.ArgumentTypeError(f"--shard {text}: need 0 <= i < N")
-    return i, n
-
-
 def cmd_featurize(args: argparse.Namespace) -> int:
-    from .featurize import FeaturizeSettings, run_featurize
+    from .build_store import FeaturizeSettings, run_featurize
 
-    settings = FeaturizeSettings(dataset=str(args.dataset.resolve()), device=args.device,
-                                 include_unmeasured=args.include_unmeasured, gpu=args.gpu, cpu=args.cpu,
-                                 shard=args.shard)
-    with tqdm(unit="rec", desc="featurizing", file=sys.stderr, disable=args.quiet) as bar:
-        def progress(records: int, files: int) -> None:
-            bar.update(records)
-
-        report = run_featurize(settings, args.out, jobs=args.jobs, on_progress=progress)
+    settings = settings_from(FeaturizeSettings, args, dataset=str(args.dataset.resolve()))
+    with Progress("featurizing", "rec", quiet=args.quiet) as bar:
+        report = run_featurize(settings, args.out, jobs=args.jobs, on_progress=lambda records, units: bar.update(records))
     print(f"store              {args.out}")
     print(f"records            {report.records}  (replayed {report.replayed}, failed {report.failed})")
     for reason, n in report.failure_reasons.items():
         print(f"  {reason}: {n}")
+    if report.failed or report.bad_lines:
+        print(f"where              pruner-train failures {args.out}  (file:line: reason of each)")
     print(f"time               {report.seconds:.1f} s  ({report.records_per_second:.1f} records/s)")
     print(json.dumps(report.to_json(), sort_keys=True))
+    return 0
+
+
+def cmd_failures(args: argparse.Namespace) -> int:
+    from .store.reader import FeatureStore
+
+    failures = FeatureStore(args.store).failures()
+    for path, line, reason in failures:
+        print(f"{path}:{line}: {reason}")
+    print(f"{len(failures)} records of {args.store} not featurized", file=sys.stderr)
     return 0
 
 
@@ -104,7 +124,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
 def cmd_check_replay(args: argparse.Namespace) -> int:
     from .replay.fidelity import OracleMissing, check_replay, format_table
 
-    with tqdm(unit="rec", desc="checking", file=sys.stderr, disable=args.quiet) as bar:
+    with Progress("checking", "rec", quiet=args.quiet) as bar:
         try:
             report = check_replay(args.dataset, args.sample, args.tol, on_record=lambda: bar.update(1))
         except OracleMissing as exc:
@@ -116,24 +136,24 @@ def cmd_check_replay(args: argparse.Namespace) -> int:
     return 0
 
 
-BUNDLED_DATASET = Path(__file__).resolve().parents[1] / "datasets" / "tenset-mini"
+def ensure_store(data: Path, cache: Path, jobs: int, quiet: bool, devices: Optional[dict] = None) -> Path:
+    """A feature store for ``data``: the file itself, or the source featurized into ``cache`` once.
 
-
-def ensure_store(data: Path, cache: Path, jobs: int, quiet: bool, gpu: str = "k80", cpu: str = "epyc-7452") -> Path:
-    """A feature store for ``data``: the file itself, or the dataset featurized into ``cache`` once."""
+    ``devices`` (target kind -> recorded constants, as model files keep them) picks the constants
+    the source is featurized with, so that a model sees features made the way it was trained.
+    """
     if data.is_file():
         return data
-    from .featurize import FeaturizeSettings, run_featurize
+    from .build_store import FeaturizeSettings, cached_store
 
-    settings = FeaturizeSettings(dataset=str(data.resolve()), gpu=gpu, cpu=cpu)
-    store = cache / f"{data.resolve().name}-{gpu}-{cpu}.h5"
-    if store.is_file():
-        return store
-    cache.mkdir(parents=True, exist_ok=True)
-    print(f"featurizing {data} -> {store}", file=sys.stderr)
-    with tqdm(unit="rec", desc="featurizing", file=sys.stderr, disable=quiet) as bar:
-        report = run_featurize(settings, store, jobs=jobs, on_progress=lambda records, files: bar.update(records))
-    print(f"featurized {report.replayed}/{report.records} records in {report.seconds:.1f} s", file=sys.stderr)
+    devices = devices or {}
+    settings = FeaturizeSettings(dataset=str(data.resolve()), gpu=devices.get("cuda", {}).get("name"),
+                                 cpu=devices.get("llvm", {}).get("name"))
+    with Progress(f"featurizing {data.name}", "rec", quiet=quiet) as bar:
+        store, report = cached_store(settings, cache, jobs, on_progress=lambda records, units: bar.update(records))
+    if report is not None:
+        print(f"featurized {report.replayed}/{report.records} records of {data} in {report.seconds:.1f} s -> {store}",
+              file=sys.stderr)
     return store
 
 
@@ -141,6 +161,11 @@ def _store_schema(store: Path) -> str:
     from .store.reader import FeatureStore
 
     return str(FeatureStore(store).meta.get("feature_schema", ""))
+
+
+def _lightning_progress(quiet: bool) -> bool:
+    # Lightning's bar, like tqdm's, is a stream of carriage returns: only for a terminal
+    return not quiet and sys.stderr.isatty()
 
 
 def _metrics_table(rows: dict[str, dict]) -> str:
@@ -162,18 +187,17 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
     results: dict[str, dict] = {}
     for model in args.model:
         if model == "gbdt":
-            metrics, seconds = train_gbdt(store, args.split, args.seed)
-            results[model] = {**metrics, "train_seconds": round(seconds, 2), "checkpoint": None}
+            metrics, seconds, model_file = train_gbdt(store, args.split or "within_task", args.seed, args.out)
+            results[model] = {**metrics, "train_seconds": round(seconds, 2), "checkpoint": str(model_file)}
             continue
-        r = pretrain(store, model, args.split, args.out, max_epochs=args.max_epochs, seed=args.seed,
-                     accelerator=args.accelerator, devices=args.devices, strategy=args.strategy,
-                     extra_configs=args.config, progress=not args.quiet, feature_schema=schema)
+        r = pretrain(store, model, args.split or "within_task", args.out, max_epochs=args.max_epochs,
+                     seed=args.seed, accelerator=args.accelerator, devices=args.devices, strategy=args.strategy,
+                     extra_configs=args.config, progress=_lightning_progress(args.quiet), feature_schema=schema)
         results[model] = {**r.evaluation.to_json(), "train_seconds": round(r.train_seconds, 2),
                           "checkpoint": str(r.model_file)}
     print(_metrics_table(results))
     for model, r in results.items():
-        where = r["checkpoint"] or "no checkpoint (scikit-learn models are not saved: loading them would need pickle)"
-        print(f"{model}: {where}")
+        print(f"{model}: {r['checkpoint']}")
     if args.json:
         print(json.dumps(results, sort_keys=True))
     return 0
@@ -181,17 +205,22 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from .training.evaluate import evaluate_model_file, plot_evaluation
+    from .training.export import load_model, recorded_devices
 
-    store = ensure_store(args.data, args.cache, args.jobs, args.quiet)
-    ev, dm = evaluate_model_file(args.checkpoint, store, args.split, args.seed)
+    _, meta = load_model(args.checkpoint)
+    store = ensure_store(args.data, args.cache, args.jobs, args.quiet, recorded_devices(meta))
+    ev, dm, split = evaluate_model_file(args.checkpoint, store, args.split, args.seed)
     name = args.checkpoint.stem
+    scored = int(np.isfinite(dm.data.records["label"]).sum())
+    print(f"split {split}: {ev.records} of the {scored} labelled records scored, {ev.tasks} tasks"
+          + ("" if args.split else "  (default: the model's own test split on its training data, else every record)"))
     print(_metrics_table({name: ev.to_json()}))
-    out = args.out or args.checkpoint.parent
+    out = args.out
     out.mkdir(parents=True, exist_ok=True)
     for png in plot_evaluation(ev, dm, out / f"evaluate_{name}", name):
         print(f"plot: {png}")
     if args.json:
-        print(json.dumps(ev.to_json(), sort_keys=True))
+        print(json.dumps({**ev.to_json(), "split": split}, sort_keys=True))
     return 0
 
 
@@ -199,9 +228,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from .training.compare import compare
 
     store = ensure_store(args.data, args.out / "features", args.jobs, args.quiet)
-    results = compare(store, args.split, args.out, seed=args.seed, models=args.models,
+    split = args.split or "within_task"
+    results = compare(store, split, args.out, seed=args.seed, models=args.models,
                       max_epochs=args.max_epochs, feature_schema=_store_schema(store))
-    print(f"split {args.split}, seed {args.seed}, store {store}")
+    print(f"split {split}, seed {args.seed}, store {store}")
     print(_metrics_table(results))
     for name, r in results.items():
         if "skipped" in r:
@@ -211,38 +241,76 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_adapt(args: argparse.Namespace) -> int:
+def _adapt_device(args: argparse.Namespace, model_meta: dict):
+    """The model's own constants for the adapted target kind; --gpu/--cpu only where it recorded none."""
+    from .features.devices import DeviceConstants, device_for
+    from .training.export import recorded_devices
+
+    own = recorded_devices(model_meta).get(args.target)
+    if own is not None:
+        given = args.gpu if args.target == "cuda" else args.cpu
+        if given is not None and device_for(args.target, given) != DeviceConstants(**own):
+            raise ModelFileError(f"{args.checkpoint} was trained with the {args.target} constants of {own['name']!r}; "
+                                 f"leave --{'gpu' if args.target == 'cuda' else 'cpu'} out to adapt with them")
+        return DeviceConstants(**own)
+    if recorded_devices(model_meta):
+        print(f"note: {args.checkpoint} was trained on {', '.join(recorded_devices(model_meta))} programs; "
+              f"adapting it to {args.target} (cross-target)", file=sys.stderr)
+    return device_for(args.target, args.gpu if args.target == "cuda" else args.cpu)
+
+
+def _follow(args: argparse.Namespace, module, device, cfg, method: str) -> int:
     from .adapt.follow import follow
-    from .adapt.methods import METHODS, AdaptConfig
+    from .sources.metaschedule import MetaScheduleLog
+    from .sources.tenset import TenSetLog
+
+    if args.save is None:
+        raise SystemExit("pruner-train adapt --follow needs --save MODEL.pt (the adapted model, replaced as it goes)")
+    if args.records.is_dir():
+        live = MetaScheduleLog(args.records)
+    elif args.tasks is None:
+        raise SystemExit("pruner-train adapt --follow on an Ansor record file needs --tasks DATASET (its task pickles)")
+    else:
+        live = TenSetLog(args.records, args.tasks)
+    st = follow(module, live, args.target, device, method, cfg, args.save, save_every=args.save_every,
+                idle_timeout=args.idle_timeout, max_records=args.max_records,
+                on_event=lambda msg: print(msg, file=sys.stderr))
+    print(json.dumps({"online_records": st.online, "rounds": st.rounds, "lines": st.lines,
+                      "skipped": st.skipped, "model": str(args.save)}))
+    return 0
+
+
+def cmd_adapt(args: argparse.Namespace) -> int:
+    from .adapt.config import METHODS, AdaptConfig
     from .adapt.online import OnlineRecords, programs_of_store
     from .adapt.simulate import held_out_rows, plot_curves, simulate, tuning_order
+    from .features import FEATURE_SCHEMA_VERSION
+    from .features.devices import device_to_json
     from .store.reader import FeatureStore
-    from .tenset.dataset import discover, load_task_index
-    from .training.export import load_model
+    from .training.export import check_same_devices, load_model
 
-    module, _ = load_model(args.checkpoint)
-    cfg = AdaptConfig(momentum=args.momentum, round_size=args.round, retrain_every=args.retrain_every,
-                      epochs=args.epochs, seed=args.seed)
+    # the model must read features of its own schema: the stores' (checked below), or, when
+    # following a live run, the ones this version extracts
+    module, meta = load_model(args.checkpoint, expect_schema=str(FEATURE_SCHEMA_VERSION) if args.follow else None)
+    cfg = settings_from(AdaptConfig, args)
     methods = list(METHODS) if args.method == "all" else [args.method]
-    device = args.gpu if args.target == "cuda" else args.cpu
+    device = _adapt_device(args, meta)
     if args.follow:
-        if len(methods) != 1 or args.tasks is None or args.save is None:
-            raise SystemExit("pruner-train adapt --follow needs one --method, --tasks DATASET (its task pickles) "
-                             "and --save MODEL.pt")
-        st = follow(module, args.records, load_task_index(discover(args.tasks)), args.target, device, methods[0],
-                    cfg, args.save, save_every=args.save_every, idle_timeout=args.idle_timeout,
-                    max_records=args.max_records, on_event=lambda msg: print(msg, file=sys.stderr))
-        print(json.dumps({"online_records": st.online, "rounds": st.rounds, "lines": st.lines,
-                          "skipped": st.skipped, "model": str(args.save)}))
-        return 0
-    stores = [ensure_store(p, args.cache, args.jobs, args.quiet, gpu=args.gpu, cpu=args.cpu)
+        if len(methods) != 1:
+            raise SystemExit("pruner-train adapt --follow adapts with one --method, not all")
+        return _follow(args, module, device, cfg, methods[0])
+    wanted = {args.target: device_to_json(device)}
+    stores = [ensure_store(p, args.cache, args.jobs, args.quiet, wanted)
               for p in [args.records] + ([args.eval] if args.eval else [])]
     for store in stores:
-        data = FeatureStore(store).load()
+        st = FeatureStore(store, expect_schema=str(module.hparams.feature_schema))
+        data = st.load()
         kinds = {k.rpartition("|")[2] for k in data.task_keys}
         if kinds - {args.target}:
             raise SystemExit(f"pruner-train: {store} holds {', '.join(sorted(kinds))} records, but --target is "
                              f"{args.target}: adapt to the device the records were measured on")
+        check_same_devices(f"{args.checkpoint} (adapting with {device.name})", {"devices": wanted}, store,
+                           st.meta.get("devices", {}))
     online = FeatureStore(stores[0]).load()
     order = tuning_order(online)
     heldout = FeatureStore(stores[1]).load() if args.eval else None
@@ -251,9 +319,9 @@ def cmd_adapt(args: argparse.Namespace) -> int:
         heldout = OnlineRecords(programs_of_store(online, np.flatnonzero(held))).data()
         order = order[~held[order]]
     stream = programs_of_store(online, order)
-    with tqdm(total=len(stream), unit="rec", desc="adapting", file=sys.stderr, disable=args.quiet) as bar:
+    with Progress("adapting", "rec", len(stream), args.quiet) as bar:
         curves = simulate(module, methods, stream, heldout, cfg, eval_every=args.eval_every,
-                          on_round=lambda n: bar.update(n - bar.n))
+                          on_round=lambda n: bar.update(n - bar.done))
     if heldout is not None:
         print(f"{'records':>8}  " + "  ".join(f"{m:>17}" for m in curves))
         for i, pt in enumerate(next(iter(curves.values()))):
@@ -271,18 +339,13 @@ def cmd_adapt(args: argparse.Namespace) -> int:
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
-    from .tuning.build import MeasureSettings
+    from .tuning.settings import MeasureSettings
     from .tuning.run import TuneSettings, tune
     from .tuning.workloads import load_module, named_workload
 
     try:
         mod = named_workload(args.workload) if args.workload else load_module(args.module)
-        settings = TuneSettings(
-            target_kind=args.target, trials=args.trials, cost_model=args.cost_model,
-            checkpoint=args.checkpoint and str(args.checkpoint), draft=args.draft and str(args.draft),
-            verify_fraction=args.verify_fraction, online_epochs=args.online_epochs, online_method=args.online_method,
-            trials_per_batch=args.trials_per_batch, population_size=args.population, num_cores=args.cores,
-            seed=args.seed, device=args.device, measure=MeasureSettings(build_workers=args.cores))
+        settings = settings_from(TuneSettings, args, measure=MeasureSettings(build_workers=args.num_cores))
         report = tune(mod, args.workload or str(args.module), args.work_dir, settings)
     except (KeyError, ValueError, OSError, RuntimeError) as exc:
         print(f"pruner-train tune: {exc}", file=sys.stderr)
@@ -291,64 +354,79 @@ def cmd_tune(args: argparse.Namespace) -> int:
     return 0
 
 
-def _data_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--data", type=Path, default=BUNDLED_DATASET,
-                   help="a TenSet dataset directory (featurized on first use) or a feature store .h5 "
-                        "(default: the bundled tenset-mini)")
-    p.add_argument("--split", default="within_task",
-                   help="within_task[:F] | by_task[:F[:SEED]] | holdout:all_five | holdout:NET,NET")
+def _data_args(p: argparse.ArgumentParser, split_help: str) -> None:
+    p.add_argument("--data", type=Path, default=default_dataset(),
+                   help="a TenSet dataset or MetaSchedule database directory (featurized on first use, cached by "
+                        "content) or a feature store .h5 (default: the bundled tenset-mini)")
+    p.add_argument("--split", help="within_task[:F] | by_task[:F[:SEED]] | holdout:all_five | holdout:NET,NET | all; "
+                   + split_help)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--jobs", type=int, default=2, help="featurization workers when --data is a directory")
+    p.add_argument("--jobs", type=_positive, default=2, help="featurization workers when --data is a directory")
     p.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     p.add_argument("--quiet", action="store_true")
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="pruner-train", description=__doc__)
+    from .adapt.config import METHODS, AdaptConfig
+    from .build_store import FeaturizeSettings
+    from .tuning.settings import TuneSettings
+
+    parser = argparse.ArgumentParser(prog="pruner-train", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("info", help="summarize a TenSet dataset (no TVM needed)")
-    p.add_argument("dataset", type=Path, help="TenSet dataset directory (dataset_gpu/, dataset_cpu/, ...)")
+    p = sub.add_parser("info", help="summarize a TenSet dataset or a MetaSchedule database (no TVM needed)")
+    p.add_argument("dataset", type=Path, help="TenSet dataset directory (dataset_gpu/, ...) or MetaSchedule database")
     p.add_argument("--json", action="store_true", help="print one JSON object as the last line")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--quiet", action="store_true", help="no progress")
     p.set_defaults(func=cmd_info)
 
-    p = sub.add_parser("featurize", help="replay records on TIR and write their features to an HDF5 store")
-    p.add_argument("dataset", type=Path)
+    p = sub.add_parser("featurize", help="schedule every program of a source on TIR and write its features to an "
+                       "HDF5 store")
+    p.add_argument("dataset", type=Path, help="a TenSet dataset or a MetaSchedule database directory")
     p.add_argument("--out", type=Path, required=True, help="store to write (FILE.h5); FILE.h5.parts/ holds "
                    "the work of an interrupted run, which the same command resumes")
-    p.add_argument("--jobs", type=int, default=1, help="worker processes")
-    p.add_argument("--shard", type=_shard, default=(0, 1), help="i/N: featurize every N-th record file")
-    p.add_argument("--device", help="only measure_records/DEVICE/")
-    p.add_argument("--include-unmeasured", action="store_true", help="also to_measure_programs/ (labels NaN)")
-    p.add_argument("--gpu", default="k80", help="GPU constants for the analytic draft score of cuda records")
-    p.add_argument("--cpu", default="epyc-7452", help="CPU constants for the draft score of llvm records")
+    p.add_argument("--jobs", type=_positive, default=1, help="worker processes")
+    add_options(p, FeaturizeSettings, skip={"dataset"})
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_featurize)
 
+    p = sub.add_parser("failures", help="list the records of a store that could not be featurized, as file:line: reason")
+    p.add_argument("store", type=Path)
+    p.set_defaults(func=cmd_failures)
+
     p = sub.add_parser("pretrain", help="train cost models (default: PaCM and the draft model on the bundled data)")
-    _data_args(p)
+    _data_args(p, "default within_task")
     p.add_argument("--model", nargs="+", default=["pacm", "draft"], choices=MODEL_NAMES)
     p.add_argument("--out", type=Path, default=Path("runs/pretrain"), help="run directory (resumes if present)")
-    p.add_argument("--max-epochs", type=int, help="override the recipe's 50")
+    p.add_argument("--max-epochs", type=_positive, help="override the recipe's 50")
     p.add_argument("--accelerator", help="cpu, gpu, auto, ... (Lightning)")
     p.add_argument("--devices", help="e.g. 1, 4, auto (Lightning)")
     p.add_argument("--strategy", help="e.g. ddp (Lightning)")
     p.add_argument("--config", type=Path, nargs="*", default=[], help="extra LightningCLI YAML layered on the recipe")
     p.set_defaults(func=cmd_pretrain)
 
-    p = sub.add_parser("evaluate", help="rank a store's test split with a model file; table and plots")
-    _data_args(p)
+    p = sub.add_parser("evaluate", help="rank a dataset's records with a model file; table and plots")
+    _data_args(p, "default: the model's own test split when --data is what it was trained on, else all")
     p.add_argument("--checkpoint", type=Path, required=True, help="a model file written by pretrain (.pt)")
-    p.add_argument("--out", type=Path, help="where the PNG plots go (default: beside the checkpoint)")
+    p.add_argument("--out", type=Path, default=Path("runs/evaluate"), help="where the PNG plots go")
     p.add_argument("--cache", type=Path, default=Path("runs/features"), help="where a featurized dataset is kept")
     p.set_defaults(func=cmd_evaluate)
 
     p = sub.add_parser("compare", help="train every model on one split and seed; side-by-side table")
-    _data_args(p)
+    _data_args(p, "default within_task")
     p.add_argument("--models", nargs="+", default=list(MODEL_NAMES), choices=MODEL_NAMES)
     p.add_argument("--out", type=Path, default=Path("runs/compare"))
-    p.add_argument("--max-epochs", type=int)
+    p.add_argument("--max-epochs", type=_positive)
     p.set_defaults(func=cmd_compare)
 
     p = sub.add_parser("check-replay", help="compare replayed programs' per-store features with the "
@@ -357,36 +435,33 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sample", type=int, default=0, help="records per record file, evenly spaced (0: all)")
     p.add_argument("--tol", type=float, default=0.05, help="agreement tolerance on the log-scaled values")
     p.add_argument("--json", action="store_true", help="print one JSON object as the last line")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--quiet", action="store_true", help="no progress")
     p.set_defaults(func=cmd_check_replay)
 
     p = sub.add_parser("adapt", help="adapt a model to a new device from records measured there (MoA and others)")
     p.add_argument("--checkpoint", type=Path, required=True, help="pretrained model file (.pt)")
     p.add_argument("--target", choices=("cuda", "llvm"), required=True)
     p.add_argument("--records", type=Path, required=True,
-                   help="online records: a TenSet dataset, a MetaSchedule database dir, a store .h5, "
-                        "or with --follow a TenSet record file being written")
-    p.add_argument("--method", default="moa", choices=("moa", "finetune", "scratch", "frozen", "all"))
+                   help="online records: a TenSet dataset, a MetaSchedule database dir or a store .h5; with "
+                        "--follow an Ansor record file or the database directory of a running tuning job")
+    p.add_argument("--method", default="moa", choices=METHODS + ("all",))
+    add_options(p, AdaptConfig)
     p.add_argument("--eval", type=Path, help="held-out records (same kinds as --records) scored as adaptation goes")
     p.add_argument("--eval-fraction", type=float, default=0.0,
                    help="without --eval: hold out the last FRACTION of each task's records for scoring")
-    p.add_argument("--round", type=int, default=10, help="programs measured per round")
-    p.add_argument("--retrain-every", type=int, default=4, help="rounds between retrains")
-    p.add_argument("--momentum", type=float, default=0.99)
-    p.add_argument("--epochs", type=int, default=20, help="epochs over the online records per retrain")
-    p.add_argument("--eval-every", type=int, default=50, help="online records between held-out scores")
-    p.add_argument("--gpu", default="h200", help="device constants of the GPU adapted to (--target cuda)")
-    p.add_argument("--cpu", default="epyc-7452", help="device constants of the CPU adapted to (--target llvm)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--eval-every", type=_positive, default=50, help="online records between held-out scores")
+    p.add_argument("--gpu", help="GPU constants for cuda records, where the model recorded none")
+    p.add_argument("--cpu", help="CPU constants for llvm records, where the model recorded none")
+    p.add_argument("--jobs", type=_positive, default=2)
     p.add_argument("--cache", type=Path, default=Path("runs/features"))
     p.add_argument("--out", type=Path, default=Path("runs/adapt"), help="where the curves PNG goes")
-    p.add_argument("--follow", action="store_true", help="tail --records while a tuning run appends to it")
-    p.add_argument("--tasks", type=Path, help="with --follow: the TenSet dataset whose network_info has the tasks")
+    p.add_argument("--follow", action="store_true", help="follow --records while a tuning run appends to it")
+    p.add_argument("--tasks", type=Path, help="with --follow on an Ansor record file: the TenSet dataset whose "
+                   "network_info has the tasks")
     p.add_argument("--save", type=Path, help="with --follow: the adapted model file, replaced atomically")
-    p.add_argument("--save-every", type=int, default=1, help="with --follow: rounds between saves")
+    p.add_argument("--save-every", type=_positive, default=1, help="with --follow: rounds between saves")
     p.add_argument("--idle-timeout", type=float, default=30.0, help="with --follow: stop after this long idle")
-    p.add_argument("--max-records", type=int, help="with --follow: stop after this many online records")
+    p.add_argument("--max-records", type=_positive, help="with --follow: stop after this many online records")
     p.add_argument("--json", action="store_true")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_adapt)
@@ -394,25 +469,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("tune", help="tune one workload with MetaSchedule and a cost model (ours: draft-then-verify); "
                        "writes the database to --work-dir and, last, one JSON line")
     what = p.add_mutually_exclusive_group(required=True)
-    what.add_argument("--workload", help="a built-in workload: matmul, conv2d, conv2d-nhwc, dense, batch-matmul, matmul-small")
+    what.add_argument("--workload", help="a built-in workload: matmul, conv2d, conv2d-nhwc, dense, batch-matmul, "
+                      "matmul-small")
     what.add_argument("--module", type=Path, help="a TIR module: TVMScript, or TVM's JSON (.json)")
-    p.add_argument("--target", choices=["llvm", "cuda"], default="llvm", help="cuda needs a visible GPU to measure on")
-    p.add_argument("--trials", type=int, required=True)
-    p.add_argument("--cost-model", choices=["pruner", "xgb", "mlp", "random"], default="pruner")
-    p.add_argument("--checkpoint", type=Path, help="pruner: PaCM model file (without it, the draft order alone); "
-                   "mlp: a TenSet-MLP model file (required)")
-    p.add_argument("--draft", type=Path, help="pruner: learned draft model file (default: the analytic draft score)")
-    p.add_argument("--verify-fraction", type=float, default=0.2, help="pruner: share of candidates PaCM re-ranks")
-    p.add_argument("--online-epochs", type=int, default=0,
-                   help="pruner: retrain PaCM on the programs measured so far, this many epochs after each batch")
-    p.add_argument("--online-method", choices=("retrain", "moa"), default="retrain",
-                   help="with --online-epochs: plain retraining of a copy, or MoA (momentum online adaptation)")
+    add_options(p, TuneSettings, skip={"measure"})
     p.add_argument("--work-dir", type=Path, required=True)
-    p.add_argument("--seed", type=int)
-    p.add_argument("--trials-per-batch", type=int, default=16)
-    p.add_argument("--population", type=int, default=512, help="evolutionary search population")
-    p.add_argument("--cores", type=int, default=2, help="target num-cores and build workers")
-    p.add_argument("--device", help="device constants of the analytic draft score (default: featurize's)")
     p.set_defaults(func=cmd_tune)
 
     p = sub.add_parser("merge", help="merge stores featurized as shards into one store")
@@ -426,7 +487,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (DatasetError, StoreError, ModelFileError) as exc:
+    except (DatasetError, StoreError, ModelFileError, SourceError, SplitError) as exc:
         print(f"pruner-train: {exc}", file=sys.stderr)
         return 2
 

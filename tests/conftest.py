@@ -26,7 +26,9 @@ def tenset_mini() -> Path:
 
 @pytest.fixture(scope="session")
 def h200_ms() -> Path:
-    path = SHARED / "h200-ms"
-    if not (path / "database_tuning_record.json").is_file():
-        pytest.skip("../shared/h200-ms (the H200 MetaSchedule database) is not present on this machine")
-    return path
+    """Real H200 measurements as a MetaSchedule database: the full one in ../shared when present,
+    else the bundled 160-record excerpt (same workload indices), so CI always covers this source."""
+    for path in (SHARED / "h200-ms", REPO / "datasets" / "h200-ms-mini"):
+        if (path / "database_tuning_record.json").is_file():
+            return path
+    pytest.skip("neither ../shared/h200-ms nor the bundled datasets/h200-ms-mini is present")

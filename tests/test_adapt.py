@@ -17,6 +17,7 @@ from pruner_offline.store.reader import FeatureStore
 from pruner_offline.training.export import load_model
 from pruner_offline.training.run import pretrain
 
+from conftest import REPO
 from synthetic import synthetic_store
 
 
@@ -93,8 +94,8 @@ with open(dst, "ab", buffering=0) as f:
 """
 
 
-def test_follow_a_growing_record_file_with_a_kill_and_restart(setup, tenset_mini, tmp_path):
-    _, model_file = setup
+def test_follow_a_growing_record_file_with_a_kill_and_restart(tenset_mini, tmp_path):
+    model_file = REPO / "checkpoints" / "pacm.pt"  # live records are featurized: a real-schema model
     src = next(f for f in (tenset_mini / "measure_records" / "epyc-zen3").glob("*.json")
                if "7d79c516e212fe1d73f5dbb90eaca2cf,[32,10]" in f.name)
     total = sum(1 for _ in open(src))

@@ -10,7 +10,7 @@ import h5py
 import numpy as np
 import pytest
 
-from pruner_offline.featurize import FeaturizeSettings, run_featurize
+from pruner_offline.build_store import FeaturizeSettings, run_featurize
 from pruner_offline.store.merge import merge
 from pruner_offline.store.reader import FeatureStore
 

@@ -3,8 +3,8 @@ import json
 import numpy as np
 import pytest
 
-from pruner_offline.featurize import FeaturizeSettings, run_featurize
-from pruner_offline.replay.metaschedule import (RECORD_FILE, WORKLOAD_FILE, is_metaschedule_database,
+from pruner_offline.build_store import FeaturizeSettings, run_featurize
+from pruner_offline.sources.metaschedule import (RECORD_FILE, WORKLOAD_FILE, is_metaschedule_database,
                                                 read_ms_records)
 from pruner_offline.store.reader import FeatureStore
 from pruner_offline.tenset.records import BadLine
@@ -49,14 +49,16 @@ def test_featurize_a_metaschedule_database(small_db, tmp_path):
 def test_programs_keep_their_own_costs(h200_ms):
     """Each program must be paired with its own line's run time (TVM's reader re-sorts records by
     time; a mix-up shows as a draft score that no longer tracks the measured times)."""
-    from pruner_offline.features import featurize_prim_func
-    from pruner_offline.replay.metaschedule import scheduled_funcs
+    from pruner_offline.features.extract import featurize_prim_func
+    from pruner_offline.sources.metaschedule import MetaScheduleSource
 
     records = [r for r in read_ms_records(h200_ms) if not isinstance(r, BadLine) and r.workload == 3][:40]
-    got = scheduled_funcs(h200_ms, records)
-    assert [r.source.line for r, _, _ in got] == [r.source.line for r in records]
-    score = np.array([featurize_prim_func(f, "cuda", device="h200").draft_score for _, f, _ in got])
-    cost = np.array([r.cost for r in records])
+    source = MetaScheduleSource(h200_ms)
+    got = list(source.programs(source.units()[3]).programs)[:40]
+    assert [p.line for p in got] == [r.source.line for r in records]
+    score = np.array([featurize_prim_func(p.func, "cuda", device="h200").draft_score for p in got])
+    cost = np.array([p.cost for p in got])
+    assert np.allclose(cost, [r.cost for r in records])
     ranks = np.argsort(np.argsort(score)), np.argsort(np.argsort(cost))
     assert np.corrcoef(*ranks)[0, 1] < -0.6
 

@@ -133,5 +133,19 @@ def test_broken_graphs_raise_a_clear_error(text, message):
 
 
 def test_real_pickles_of_every_kind_load(tenset_mini):
+    """all_tasks.pkl (a list of SearchTask), *.task.pkl ((tasks, weights)) and *.relay.pkl (a tuple
+    whose parts are plain values): each loads to what TenSet wrote, with the parts in place."""
+    kinds = set()
     for path in (tenset_mini / "network_info").glob("*.pkl"):
-        assert safe_load(path) is not None
+        obj = safe_load(path)
+        if path.name == "all_tasks.pkl":
+            assert isinstance(obj, list) and len(obj) == 32 and all(type(t).__name__ == "SearchTask" for t in obj)
+            kinds.add("all_tasks")
+        elif path.name.endswith(".task.pkl"):
+            tasks, weights = obj
+            assert len(tasks) == len(weights) > 0 and all(isinstance(w, int) and w > 0 for w in weights)
+            kinds.add("task")
+        else:
+            assert path.name.endswith(".relay.pkl") and isinstance(obj, tuple) and len(obj) == 3
+            kinds.add("relay")
+    assert kinds == {"all_tasks", "task", "relay"}

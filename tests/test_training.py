@@ -74,7 +74,7 @@ def test_cli_pretrain_evaluate_compare(store, tmp_path, capsys):
     res = _last_json(capsys)
     ckpt = res["mlp"]["checkpoint"]
     assert ckpt.endswith("mlp.pt") and res["mlp"]["records"] > 0
-    assert main(["evaluate", "--checkpoint", ckpt, "--data", str(store), "--json", "--quiet"]) == 0
+    assert main(["evaluate", "--checkpoint", ckpt, "--data", str(store), "--json", "--quiet", "--out", str(out)]) == 0
     ev = _last_json(capsys)
     assert set(ev) >= {"peak@1", "peak@5", "topk@1", "topk@5", "pairwise_acc", "records", "tasks"}
     assert ev["peak@1"] == pytest.approx(res["mlp"]["peak@1"])
@@ -85,3 +85,22 @@ def test_cli_pretrain_evaluate_compare(store, tmp_path, capsys):
     table = _last_json(capsys)
     assert set(table) == {"draft", "gbdt"}
     assert all({"peak@1", "topk@5", "train_seconds"} <= set(v) for v in table.values())
+
+
+def test_gbdt_is_saved_without_pickle_and_scores_as_trained(store, tmp_path, capsys):
+    from pruner_offline.training.compare import train_gbdt
+
+    metrics, _, model_file = train_gbdt(store, "within_task:0.3", 0, tmp_path)
+    raw = torch.load(model_file, weights_only=True)  # plain tensors and values: no pickle needed
+    assert raw["format"] == "pruner-offline-gbdt/1" and raw["trees"]["roots"].numel() > 1
+    module, meta = load_model(model_file)
+    assert meta["split"] == "within_task:0.3" and module.hparams.model == "gbdt"
+    # the same file scores a store exactly as the fitted trees did
+    assert main(["evaluate", "--checkpoint", str(model_file), "--data", str(store), "--json", "--quiet",
+                 "--out", str(tmp_path)]) == 0
+    ev = _last_json(capsys)
+    assert ev["split"] == "within_task:0.3" and ev["peak@1"] == pytest.approx(metrics["peak@1"])
+    raw["trees"]["left"][0] = 10 ** 9  # a damaged file is refused, not followed off the end
+    torch.save(raw, tmp_path / "bad.pt")
+    with pytest.raises(ModelFileError, match="damaged gradient-boosted trees"):
+        load_model(tmp_path / "bad.pt")

@@ -24,7 +24,7 @@ from pruner_offline.tuning.context import make_context
 from pruner_offline.tuning.cost_model import PrunerCostModel, load_checkpoint
 from pruner_offline.tuning.online import AdaptUpdate
 from pruner_offline.tuning.ranking import draft_then_verify, verify_count
-from pruner_offline.tuning.run import make_target
+from pruner_offline.targets import tuning_target
 from pruner_offline.tuning.workloads import load_module, named_workload
 
 REPO = Path(__file__).resolve().parents[1]
@@ -33,7 +33,7 @@ REPO = Path(__file__).resolve().parents[1]
 def _sample_space() -> tuple[ms.TuneContext, list[ms.MeasureCandidate]]:
     """A small matmul's TuneContext and 40 postprocessed candidates sampled from its design space."""
     mod = named_workload("matmul-small")
-    context = make_context(mod, make_target("llvm", 2), num_threads=1, seed=0, logger=logging.getLogger("test"))
+    context = make_context(mod, tuning_target("llvm", 2), num_threads=1, seed=0, logger=logging.getLogger("test"))
     spaces = context.generate_design_space()
     out, seed = [], 0
     while len(out) < 40:

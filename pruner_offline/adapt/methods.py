@@ -13,28 +13,13 @@
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
-
 import numpy as np
 import torch
 
 from ..training.data import gather_batch
 from ..training.module import CostModelModule
+from .config import AdaptConfig
 from .online import OnlineRecords
-
-METHODS = ("moa", "finetune", "scratch", "frozen")
-
-
-@dataclass(frozen=True)
-class AdaptConfig:
-    momentum: float = 0.99
-    round_size: int = 10  # programs measured per round
-    retrain_every: int = 4  # rounds between retrains
-    epochs: int = 30  # passes over the online records per retrain
-    lr: float = 7e-4
-    batch_size: int = 512
-    seed: int = 0
-
 
 def train_online(module: CostModelModule, online: OnlineRecords, cfg: AdaptConfig, seed: int) -> None:
     """A few epochs of the module's own loss on every online record (in-process: a tuning run

@@ -9,6 +9,7 @@ import numpy as np
 
 from ..store.reader import StoreData
 from ..tenset.labels import task_labels
+from ..tenset.step_vectors import step_vectors
 
 
 @dataclass
@@ -23,6 +24,12 @@ class OnlineProgram:
     cost: float  # seconds
     ok: bool  # measured without error (failures get label 0)
     task: str  # the task the program belongs to (labels are per task)
+
+    @classmethod
+    def of_features(cls, features, cost: float, ok: bool, task: str, raw_steps: tuple = ()) -> "OnlineProgram":
+        """From extracted ProgramFeatures; ``raw_steps`` are Ansor's (MetaSchedule programs have none)."""
+        return cls(features.statements, features.symbols, features.dataflow, step_vectors(raw_steps),
+                   features.draft_score, cost, ok, task)
 
 
 @dataclass

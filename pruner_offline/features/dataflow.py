@@ -1,5 +1,5 @@
 """The temporal dataflow pattern: 8 access vectors x 23 dims along the GPU chain
-"local init -> global->shared copies -> compute reading shared" (DESIGN.md §6).
+"local init -> global->shared copies -> compute reading shared" (docs/features.md §4).
 
 Locating the chain, in the statement order the per-store rows use:
 - compute: the first statement that writes a local buffer and reads a shared one;

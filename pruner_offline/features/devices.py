@@ -11,7 +11,7 @@ the CPUs TenSet measured on; peak = cores x GHz x FMA units x 2 x fp32 lanes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,10 @@ DEVICES: dict[str, DeviceConstants] = {
         DeviceConstants("i7", False, 6 * 3.7 * 2 * 2 * 8, 40, 6, 32, 2_000_000),
     )
 }
-DEFAULT_DEVICE = {"cuda": "h200", "llvm": "platinum-8272"}
+# The one home of the defaults: the GPU of the bundled H200 data, the CPU the bundled llvm checkpoints
+# were featurized with (tenset-mini was measured on an EPYC Zen 3; Zen 2's 7452 is the nearest here).
+DEFAULT_DEVICE = {"cuda": "h200", "llvm": "epyc-7452"}
+GPU_KINDS = frozenset({"cuda", "rocm", "vulkan", "metal", "opencl"})
 
 
 def get_device(device: str | DeviceConstants) -> DeviceConstants:
@@ -56,5 +59,28 @@ def get_device(device: str | DeviceConstants) -> DeviceConstants:
     try:
         return DEVICES[device.lower()]
     except KeyError:
-        raise KeyError(f"unknown device {device!r}; known: {sorted(DEVICES)} "
-                       "(or pass a DeviceConstants)") from None
+        raise ValueError(f"unknown device {device!r}; known: {', '.join(sorted(DEVICES))} "
+                         "(or pass a DeviceConstants)") from None
+
+
+def default_device(target_kind: str) -> DeviceConstants:
+    return DEVICES[DEFAULT_DEVICE["cuda" if target_kind in GPU_KINDS else "llvm"]]
+
+
+def device_for(target_kind: str, device: str | DeviceConstants | None = None) -> DeviceConstants:
+    """The constants to use for programs of ``target_kind``; refuses a CPU for GPU programs and back."""
+    dev = default_device(target_kind) if device is None else get_device(device)
+    if dev.is_gpu != (target_kind in GPU_KINDS):
+        raise ValueError(f"device {dev.name} is a {'GPU' if dev.is_gpu else 'CPU'}, but the programs are "
+                         f"{target_kind} programs")
+    return dev
+
+
+def device_to_json(dev: DeviceConstants) -> dict:
+    """How stores and model files record the constants their features were made with."""
+    return asdict(dev)
+
+
+def describe_devices(devices: dict[str, dict]) -> str:
+    """``{"llvm": {...}}`` -> ``"llvm: epyc-7452"`` for messages."""
+    return ", ".join(f"{kind}: {d.get('name', '?')}" for kind, d in sorted(devices.items())) or "none recorded"

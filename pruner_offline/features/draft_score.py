@@ -1,7 +1,7 @@
 """The analytic draft score: a throughput estimate (1/s, higher is faster) from PSA symbols and device
 constants, with no learned weights.
 
-GPU: Pruner's formula (DESIGN.md §6) per statement, t = max(t_comp, t_mem), score = 1 / Σ t, with FLOPs
+GPU: Pruner's formula (docs/draft-score.md §1) per statement, t = max(t_comp, t_mem), score = 1 / Σ t, with FLOPs
 and bytes in their units so t is in seconds.
 
 CPU (our design; Pruner has none): the same roofline shape with the CPU's parallelism:

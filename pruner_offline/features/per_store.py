@@ -17,8 +17,6 @@ from tvm.s_tir.meta_schedule import _ffi_api
 
 from .schema import ARITH_INTENSITY_SAMPLES, BUFFERS_PER_STORE, PER_STORE_COLUMNS
 
-GPU_KINDS = frozenset({"cuda", "rocm", "vulkan", "metal", "opencl"})
-
 
 @lru_cache(maxsize=None)
 def _extractor(target_kind: str) -> tuple[ms.FeatureExtractor, ms.TuneContext]:

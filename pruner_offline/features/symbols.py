@@ -1,7 +1,7 @@
 """PSA symbols: 11 numbers per statement that the analytic draft score (and the learned draft model)
-are built from, following DESIGN.md §6.
+are built from, as specified in docs/psa-symbols.md.
 
-Conventions where §6 leaves room:
+Conventions where the published definition leaves room (docs/psa-symbols.md lists them):
 - grid and block take each thread axis once (nested loops bound to one axis are one dimension).
 - "inner" loops are serial, unrolled and vectorized loops and vthreads; thread/block bindings of any
   axis (x, y, z) are excluded, on CPU so are parallel loops, which play the role of the grid there

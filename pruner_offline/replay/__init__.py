@@ -2,6 +2,6 @@
 
 from .api import ReplayResult, replay_record, replay_steps
 from .compute import ComputeBuildError, build_prim_func
-from .target import make_target
+from ..targets import record_target
 
-__all__ = ["ReplayResult", "replay_record", "replay_steps", "build_prim_func", "ComputeBuildError", "make_target"]
+__all__ = ["ReplayResult", "replay_record", "replay_steps", "build_prim_func", "ComputeBuildError", "record_target"]

@@ -30,7 +30,7 @@ from ..tenset.dataset import discover, load_task_index
 from ..tenset.records import Record, read_records
 from .api import replay_record
 from .gpu import limit_violation
-from .target import make_target
+from ..targets import record_target
 
 # Ansor's feature names (oracle/index.json) -> the group a value is reported under, in print order
 _GROUP_PREFIXES = (
@@ -226,7 +226,7 @@ def check_replay(dataset: Path, sample: int = 0, tol: float = 0.05,
             tally.replayed += 1
             ansor_ok = bool(theirs.any())
             if rec.target_kind == "cuda":
-                target = make_target(rec.target, rec.hardware_params)
+                target = record_target(rec.target, rec.hardware_params)
                 tally.gpu_verdicts[ansor_ok, not limit_violation(result.mod, target, rec.hardware_params)] += 1
             if not ansor_ok:
                 tally.ansor_rejected += 1

@@ -9,6 +9,9 @@ from .reader import FeatureStore
 from .schema import StoreError, UnitFeatures
 from .writer import write_store
 
+# what differs between shards of one dataset
+PER_SHARD = ("shard", "target_kinds")
+
 
 def merge(out: Path, stores: Sequence[Path]) -> int:
     """Merge shards into ``out``; returns the number of records. Shards must share
@@ -17,10 +20,11 @@ def merge(out: Path, stores: Sequence[Path]) -> int:
         raise StoreError("nothing to merge")
     units: dict[int, UnitFeatures] = {}
     networks: dict[str, dict[str, int]] = {}
+    kinds: set[str] = set()
     base = None
     for path in stores:
         store = FeatureStore(path)
-        meta = {k: v for k, v in store.meta.items() if k != "shard"}
+        meta = {k: v for k, v in store.meta.items() if k not in PER_SHARD}
         if base is None:
             base = meta
         elif meta != base:
@@ -31,5 +35,6 @@ def merge(out: Path, stores: Sequence[Path]) -> int:
                 raise StoreError(f"{path}: record file {unit.file} is also in another shard")
             units[index] = unit
         networks.update(store.task_networks())
-    write_store(out, sorted(units.items()), {**base, "shard": "merged"}, networks)
+        kinds.update(store.meta.get("target_kinds", []))
+    write_store(out, sorted(units.items()), {**base, "shard": "merged", "target_kinds": sorted(kinds)}, networks)
     return sum(len(u.arrays["line"]) for u in units.values())

@@ -4,6 +4,7 @@
 - ``by_task``: a seeded random fraction of whole tasks is test.
 - ``holdout``: every task that occurs in one of the named networks is test (TenSet's
   ``all_five`` names its evaluation networks), all others train.
+- ``all``: every record is test: scoring a model on data it never saw.
 """
 
 from __future__ import annotations
@@ -33,11 +34,14 @@ class SplitSpec:
             return "holdout:" + ",".join(self.networks)
         if self.kind == "by_task":
             return f"by_task:{self.test_fraction}:{self.seed}"
+        if self.kind == "all":
+            return "all"
         return f"within_task:{self.test_fraction}"
 
 
 def parse_split(text: str) -> SplitSpec:
-    """``within_task[:FRACTION]``, ``by_task[:FRACTION[:SEED]]``, ``holdout:all_five`` or ``holdout:NET,NET``."""
+    """``within_task[:FRACTION]``, ``by_task[:FRACTION[:SEED]]``, ``holdout:all_five``, ``holdout:NET,NET``
+    or ``all``."""
     kind, _, rest = text.partition(":")
     parts = [p for p in rest.split(":") if p] if rest else []
     try:
@@ -45,6 +49,8 @@ def parse_split(text: str) -> SplitSpec:
             spec = SplitSpec(kind, float(parts[0]) if parts else 0.1)
         elif kind == "by_task" and len(parts) <= 2:
             spec = SplitSpec(kind, float(parts[0]) if parts else 0.1, int(parts[1]) if len(parts) > 1 else 0)
+        elif kind == "all" and not parts:
+            spec = SplitSpec(kind)
         elif kind == "holdout" and len(parts) == 1:
             names = [n for n in parts[0].split(",") if n]
             spec = SplitSpec(kind, networks=tuple(x for n in names for x in (ALL_FIVE if n == "all_five" else (n,))))
@@ -53,7 +59,7 @@ def parse_split(text: str) -> SplitSpec:
     except ValueError:
         raise SplitError(
             f"bad split {text!r}: use within_task[:FRACTION], by_task[:FRACTION[:SEED]], "
-            "holdout:all_five or holdout:NET[,NET...]") from None
+            "holdout:all_five, holdout:NET[,NET...] or all") from None
     if not 0.0 < spec.test_fraction < 1.0:
         raise SplitError(f"bad split {text!r}: the test fraction must lie in (0, 1)")
     if spec.kind == "holdout" and not spec.networks:
@@ -76,6 +82,8 @@ def test_mask(
     """
     task_of_row = np.asarray(task_of_row)
     sizes = np.asarray(task_sizes)
+    if spec.kind == "all":
+        return np.ones(len(task_of_row), dtype=bool)
     if spec.kind == "within_task":
         n_test = np.floor(sizes * spec.test_fraction).astype(np.int64)
         n_test = np.where((n_test == 0) & (sizes >= 2), 1, n_test)

@@ -8,22 +8,31 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from ..models.gbdt import fit_gbdt, pooled_features
+from ..models.gbdt import TreeEnsemble, fit_gbdt, pooled_features
 from ..models.registry import MODEL_NAMES
 from ..store.reader import FeatureStore
-from .evaluate import evaluate_predictions, split_data
-from .run import pretrain
+from .data import statement_index
+from .evaluate import evaluate_module, split_data
+from .export import export_gbdt
+from .gbdt_module import GBDTModule
+from .run import pretrain, training_meta
 
 
-def train_gbdt(store: Path, split: str, seed: int) -> tuple[dict, float]:
+def train_gbdt(store: Path, split: str, seed: int, out_dir: Optional[Path] = None) -> tuple[dict, float, Optional[Path]]:
+    """(test metrics, seconds, model file written to ``out_dir/gbdt.pt`` or None)."""
     dm = split_data(store, split, seed)
     rec = dm.data.records
     train = np.concatenate([dm.train_rows, dm.val_rows])
     start = time.perf_counter()
-    model = fit_gbdt(pooled_features(dm.data.statements, rec["stmt_offset"], train), rec["label"][train], seed)
+    idx, counts = statement_index(rec["stmt_offset"], train)
+    fitted = fit_gbdt(pooled_features(dm.data.statements[idx], counts), rec["label"][train], seed)
     seconds = time.perf_counter() - start
-    pred = model.predict(pooled_features(dm.data.statements, rec["stmt_offset"], dm.test_rows))
-    return evaluate_predictions(pred, dm, dm.test_rows).to_json(), seconds
+    module = GBDTModule(TreeEnsemble.from_sklearn(fitted), str(FeatureStore(store).meta.get("feature_schema", "")))
+    evaluation = evaluate_module(module, dm)
+    model_file = None
+    if out_dir is not None:
+        model_file = export_gbdt(module, out_dir / "gbdt.pt", training_meta(store, split, seed, evaluation, dm, seconds))
+    return evaluation.to_json(), seconds, model_file
 
 
 def compare(store: Path, split: str, out_dir: Path, seed: int = 0, models: Sequence[str] = MODEL_NAMES,
@@ -35,7 +44,7 @@ def compare(store: Path, split: str, out_dir: Path, seed: int = 0, models: Seque
             results[name] = {"skipped": "no Ansor steps in this store (MetaSchedule traces): TLP has nothing to read"}
             continue
         if name == "gbdt":
-            metrics, seconds = train_gbdt(store, split, seed)
+            metrics, seconds, _ = train_gbdt(store, split, seed, out_dir)
         else:
             r = pretrain(store, name, split, out_dir, max_epochs=max_epochs, seed=seed,
                          feature_schema=feature_schema, progress=progress)

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
-from ..models.batch import Batch
+from ..models.batch import Batch, make_batch
 from ..store.reader import FeatureStore, StoreData
 from ..tenset.splits import parse_split, test_mask
 from .normalize import Scales, fit_scales
@@ -27,18 +27,9 @@ def gather_batch(d: StoreData, rows: np.ndarray, labels: Optional[np.ndarray] = 
     rec = d.records
     rows = np.asarray(rows, dtype=np.int64)
     idx, counts = statement_index(rec["stmt_offset"], rows)
-    t = torch.from_numpy
-    y = rec["label"][rows] if labels is None else labels
-    return Batch(
-        statements=t(d.statements[idx]),
-        symbols=t(d.symbols[idx]),
-        segment=t(np.repeat(np.arange(len(rows)), counts)),
-        dataflow=t(d.dataflow[rows]),
-        steps=t(d.steps[rows]),
-        draft_score=t(rec["draft_score"][rows].astype(np.float32)),
-        y=t(np.asarray(y, dtype=np.float32)),
-        task=t(rec["task_id"][rows].astype(np.int64)),
-    )
+    return make_batch(d.statements[idx], d.symbols[idx], counts, d.dataflow[rows], d.steps[rows],
+                      rec["draft_score"][rows], rec["label"][rows] if labels is None else labels,
+                      rec["task_id"][rows])
 
 
 class StoreDataModule(L.LightningDataModule):
@@ -78,6 +69,8 @@ class StoreDataModule(L.LightningDataModule):
         self.val_rows = np.sort(perm[:n_val])
         self.train_rows = np.sort(perm[n_val:])
         if not len(self.train_rows):
+            if stage in ("test", "predict"):  # scoring only: the model brings its own scales
+                return
             raise ValueError(f"{self.store}: the split {self.split!r} leaves no labelled training records")
         stmt_rows, _ = statement_index(rec["stmt_offset"], self.train_rows)
         self.scales: Scales = fit_scales(d.statements[stmt_rows], d.symbols[stmt_rows], d.dataflow[self.train_rows],
@@ -96,8 +89,10 @@ class StoreDataModule(L.LightningDataModule):
         return gather_batch(self.data, rows)
 
     def _loader(self, rows: np.ndarray, shuffle: bool) -> DataLoader:
+        # a last training batch of one record would stop BatchNorm (it needs two); it is dropped
+        lone = shuffle and len(rows) % self.batch_size == 1
         return DataLoader(rows, batch_size=self.batch_size, shuffle=shuffle, collate_fn=self.gather,
-                          num_workers=self.num_workers, drop_last=False,
+                          num_workers=self.num_workers, drop_last=lone,
                           generator=torch.Generator().manual_seed(self.seed) if shuffle else None)
 
     def train_dataloader(self) -> DataLoader:

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..models.metrics import peak_score, ranking_report
 from .data import StoreDataModule
-from .export import load_model
+from .export import check_same_devices, load_model
 from .module import CostModelModule
 
 
@@ -45,13 +45,26 @@ def evaluate_predictions(pred: np.ndarray, dm: StoreDataModule, rows: np.ndarray
                       int(len(np.unique(rec["task_id"][rows]))), pred, rows)
 
 
-def evaluate_model_file(model_file: Path, store: Path, split: str, seed: int = 0) -> tuple[Evaluation, StoreDataModule]:
+def default_split(model_meta: dict, store: Path, store_meta: dict) -> str:
+    """The model's own test split on the data it was trained on (the same source content, or the
+    very store file); every record on any other data."""
+    trained_on = model_meta.get("data_fingerprint")
+    same = ((trained_on and trained_on == store_meta.get("source_fingerprint"))
+            or ("store" in model_meta and Path(str(model_meta["store"])).resolve() == Path(store).resolve()))
+    return str(model_meta["split"]) if same and model_meta.get("split") else "all"
+
+
+def evaluate_model_file(model_file: Path, store: Path, split: Optional[str] = None,
+                        seed: int = 0) -> tuple[Evaluation, StoreDataModule, str]:
+    """(evaluation, data, the split used); ``split`` None picks ``default_split``."""
     from ..store.reader import FeatureStore
 
-    schema = FeatureStore(store).meta.get("feature_schema")
-    module, _ = load_model(model_file, expect_schema=str(schema))
+    store_meta = FeatureStore(store).meta
+    module, model_meta = load_model(model_file, expect_schema=str(store_meta.get("feature_schema")))
+    check_same_devices(model_file, model_meta, store, store_meta.get("devices", {}))
+    split = split or default_split(model_meta, store, store_meta)
     dm = split_data(store, split, seed)
-    return evaluate_module(module, dm), dm
+    return evaluate_module(module, dm), dm, split
 
 
 def plot_evaluation(ev: Evaluation, dm: StoreDataModule, out_prefix: Path, title: str) -> list[Path]:

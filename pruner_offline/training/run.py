@@ -1,7 +1,7 @@
 """Pretraining driven by LightningCLI and the YAML recipes in ``training/``.
 
 The command line of ``pruner-train pretrain`` becomes LightningCLI arguments layered over the
-recipe, so a run can equally be started with ``python -m pruner_offline.training.cli``.
+recipe, so a run can equally be started with ``python -m pruner_offline.training.lightning_cli``.
 A run directory holds ``run/checkpoints/last.ckpt``; starting the same command again resumes
 from it.
 """
@@ -16,12 +16,13 @@ from typing import Optional, Sequence
 
 from lightning.pytorch.cli import LightningCLI
 
+from ..bundled import recipe
+from ..store.reader import FeatureStore
 from .data import StoreDataModule
 from .evaluate import Evaluation, evaluate_module
 from .export import export_model
 from .module import CostModelModule
 
-RECIPES = Path(__file__).resolve().parents[2] / "training"
 RECIPE_OF_MODEL = {"draft": ["pretrain.yaml", "draft.yaml"]}
 
 
@@ -34,13 +35,21 @@ class PretrainResult:
     epochs: int
 
 
+def training_meta(store: Path, split: str, seed: int, evaluation: Evaluation, dm: StoreDataModule,
+                  seconds: float) -> dict:
+    """What every model file says of its training: the data (and how its features were made), the
+    split, and the test scores."""
+    store_meta = FeatureStore(store).meta
+    kinds = store_meta.get("target_kinds", [])
+    return {"store": str(store), "split": split, "seed": seed, "test_metrics": evaluation.metrics,
+            "data_fingerprint": store_meta.get("source_fingerprint"),
+            "devices": {k: v for k, v in store_meta.get("devices", {}).items() if k in kinds},
+            "train_records": int(len(dm.train_rows)), "test_records": int(len(dm.test_rows)),
+            "train_seconds": round(seconds, 2)}
+
+
 def recipe_configs(model: str, extra: Sequence[Path] = ()) -> list[Path]:
-    names = RECIPE_OF_MODEL.get(model, ["pretrain.yaml"])
-    configs = [RECIPES / n for n in names]
-    missing = [str(c) for c in configs if not c.is_file()]
-    if missing:
-        raise FileNotFoundError(f"training recipe not found: {', '.join(missing)}")
-    return configs + list(extra)
+    return [recipe(n) for n in RECIPE_OF_MODEL.get(model, ["pretrain.yaml"])] + list(extra)
 
 
 def make_cli(args: list[str]) -> LightningCLI:
@@ -73,9 +82,7 @@ def pretrain(store: Path, model: str, split: str, out_dir: Path, *, max_epochs: 
     module = CostModelModule.load_from_checkpoint(best, weights_only=True) if best else cli.model
     dm = cli.datamodule
     evaluation = evaluate_module(module, dm)
-    meta = {"store": str(store), "split": split, "seed": seed, "test_metrics": evaluation.metrics,
-            "train_records": int(len(dm.train_rows)), "test_records": int(len(dm.test_rows)),
-            "epochs": int(cli.trainer.current_epoch), "train_seconds": round(seconds, 2)}
+    meta = {**training_meta(store, split, seed, evaluation, dm, seconds), "epochs": int(cli.trainer.current_epoch)}
     model_file = export_model(module, out_dir / f"{model}.pt", meta)
     (out_dir / f"{model}.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
     return PretrainResult(model, model_file, evaluation, seconds, int(cli.trainer.current_epoch))

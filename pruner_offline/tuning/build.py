@@ -10,12 +10,12 @@ reference, which imports only this module (TVM, no torch).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import tvm
 from tvm.s_tir.meta_schedule.builder import LocalBuilder
 from tvm.s_tir.meta_schedule.runner import EvaluatorConfig, LocalRunner
 from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
+
+from .settings import MeasureSettings
 
 
 def build_module(mod: tvm.IRModule, target: tvm.target.Target, _params) -> tvm.runtime.Module:
@@ -23,18 +23,6 @@ def build_module(mod: tvm.IRModule, target: tvm.target.Target, _params) -> tvm.r
     # kernel must not contain them (MetaSchedule's own build does the same).
     mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
     return tvm.driver.build(mod, target=target)
-
-
-@dataclass(frozen=True)
-class MeasureSettings:
-    build_workers: int = 2
-    build_timeout_s: float = 30.0
-    run_timeout_s: float = 30.0
-    number: int = 3  # runs per measurement, averaged
-    repeat: int = 1  # measurements per candidate
-    # MetaSchedule's default is 100 ms per measurement; a 2-core machine tunes far more candidates
-    # per minute at 20 ms, at the price of noisier latencies for sub-millisecond kernels.
-    min_repeat_ms: int = 20
 
 
 def make_builder(s: MeasureSettings) -> LocalBuilder:

@@ -13,13 +13,12 @@ from dataclasses import dataclass
 from typing import Callable, Generic, Optional, TypeVar
 
 import numpy as np
-import torch
 import tvm_ffi
 from tvm import s_tir
 
-from ..features import (DATAFLOW_COLUMNS, DATAFLOW_TOKENS, STATEMENT_COLUMNS, DeviceConstants, DraftFeatures,
-                        ProgramFeatures, featurize_prim_func, psa_only)
-from ..models.batch import Batch
+from ..features import DATAFLOW_COLUMNS, DATAFLOW_TOKENS, STATEMENT_COLUMNS, DeviceConstants
+from ..features.extract import DraftFeatures, ProgramFeatures, featurize_prim_func, psa_only
+from ..models.batch import Batch, make_batch
 from ..tenset.step_vectors import STEP_DIM
 
 T = TypeVar("T")
@@ -100,31 +99,17 @@ class CandidateFeatures:
                             lambda s: featurize_prim_func(s, self.target_kind, self.device), full=True)
 
 
-def _segments(counts: list[int]) -> torch.Tensor:
-    return torch.from_numpy(np.repeat(np.arange(len(counts)), counts))
-
-
 def draft_batch(items: list[DraftFeatures]) -> Batch:
-    """Raw (unnormalized) features as the models' forward() expects them; fields the draft model
-    does not read are zero."""
+    """Draft inputs as the models' forward() expects them; fields the draft model does not read are zero."""
     n = len(items)
-    symbols = np.concatenate([d.symbols for d in items]).astype(np.float32)
-    return Batch(
-        statements=torch.zeros(len(symbols), len(STATEMENT_COLUMNS)), symbols=torch.from_numpy(symbols),
-        segment=_segments([len(d.symbols) for d in items]),
-        dataflow=torch.zeros(n, len(DATAFLOW_TOKENS), len(DATAFLOW_COLUMNS)), steps=torch.zeros(n, 1, STEP_DIM),
-        draft_score=torch.tensor([d.draft_score for d in items], dtype=torch.float32),
-        y=torch.zeros(n), task=torch.zeros(n, dtype=torch.long))
+    symbols = np.concatenate([d.symbols for d in items])
+    return make_batch(np.zeros((len(symbols), len(STATEMENT_COLUMNS))), symbols, [len(d.symbols) for d in items],
+                      np.zeros((n, len(DATAFLOW_TOKENS), len(DATAFLOW_COLUMNS))), np.zeros((n, 1, STEP_DIM)),
+                      np.array([d.draft_score for d in items]))
 
 
 def features_batch(items: list[ProgramFeatures]) -> Batch:
-    """Raw training features of programs as one Batch (steps are zero: TLP is not a tuning model)."""
-    n = len(items)
-    return Batch(
-        statements=torch.from_numpy(np.concatenate([f.statements for f in items]).astype(np.float32)),
-        symbols=torch.from_numpy(np.concatenate([f.symbols for f in items]).astype(np.float32)),
-        segment=_segments([len(f.statements) for f in items]),
-        dataflow=torch.from_numpy(np.stack([f.dataflow for f in items]).astype(np.float32)),
-        steps=torch.zeros(n, 1, STEP_DIM),
-        draft_score=torch.tensor([f.draft_score for f in items], dtype=torch.float32),
-        y=torch.zeros(n), task=torch.zeros(n, dtype=torch.long))
+    """Training features of programs as one Batch (steps are zero: TLP is not a tuning model)."""
+    return make_batch(np.concatenate([f.statements for f in items]), np.concatenate([f.symbols for f in items]),
+                      [len(f.statements) for f in items], np.stack([f.dataflow for f in items]),
+                      np.zeros((len(items), 1, STEP_DIM)), np.array([f.draft_score for f in items]))

@@ -9,9 +9,8 @@ import numpy as np
 
 from ..adapt.methods import AdaptConfig, Method, make_method
 from ..adapt.online import OnlineProgram, OnlineRecords
-from ..features import ProgramFeatures
+from ..features.extract import ProgramFeatures
 from ..tenset.labels import FAILED_COST
-from ..tenset.step_vectors import MAX_STEPS, STEP_DIM
 from ..training.module import CostModelModule
 
 # how ``tune --online-method`` names the adaptation methods
@@ -46,9 +45,6 @@ class AdaptUpdate:
         self._rounds += 1
         if len(features) < self.min_programs:
             return None
-        no_steps = np.zeros((MAX_STEPS, STEP_DIM), np.float32)  # MetaSchedule traces are no Ansor steps
-        online = OnlineRecords([
-            OnlineProgram(f.statements, f.symbols, f.dataflow, no_steps, f.draft_score,
-                          float(c) if np.isfinite(c) else FAILED_COST, bool(np.isfinite(c)), "tune")
-            for f, c in zip(features, costs)])
+        online = OnlineRecords([OnlineProgram.of_features(f, float(c), bool(c < FAILED_COST), "tune")
+                                for f, c in zip(features, costs)])
         return self._adapter.predictor if self._adapter.after_round(online, self._rounds) else None

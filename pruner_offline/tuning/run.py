@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -13,35 +14,12 @@ import tvm
 from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule.logging import get_loggers_from_work_dir
 
-from .build import MeasureSettings, make_builder, make_runner
+from ..targets import tuning_target
+from .build import make_builder, make_runner
+from .settings import COST_MODELS, TuneSettings
 from .context import make_context
 from .timing import LatencyCurve, TimedCostModel
 
-COST_MODELS = ("pruner", "xgb", "mlp", "random")
-# The constants the bundled checkpoints were featurized with (checkpoints/README.md): the learned
-# draft model reads the analytic score, so it should see the same constants when tuning.
-TRAINING_DEVICE = {"llvm": "epyc-7452", "cuda": "h200"}
-
-
-@dataclass(frozen=True)
-class TuneSettings:
-    target_kind: str = "llvm"  # llvm | cuda
-    trials: int = 64
-    cost_model: str = "pruner"
-    # pruner: PaCM, the verifier (without it, the draft order alone); mlp: a TenSet-MLP model file,
-    # which then scores every candidate
-    checkpoint: Optional[str] = None
-    draft: Optional[str] = None  # learned draft model; without it the analytic draft score
-    verify_fraction: float = 0.2
-    online_epochs: int = 0  # >0: retrain the verifier on measured programs after each batch
-    online_method: str = "retrain"  # retrain: plain retraining of a copy; moa: momentum online adaptation
-    trials_per_batch: int = 16
-    population_size: int = 512
-    num_cores: int = 2
-    seed: Optional[int] = None
-    # Constants for the analytic draft score (features/devices.py); None: TRAINING_DEVICE.
-    device: Optional[str] = None
-    measure: MeasureSettings = field(default_factory=MeasureSettings)
 
 
 @dataclass(frozen=True)
@@ -50,7 +28,7 @@ class TuneReport:
     target: str
     cost_model: str
     trials: int
-    best_latency_s: float
+    best_latency_s: Optional[float]  # None when no candidate ran
     best_latency_per_batch: list[float]  # seconds, best so far after each measured batch
     batch_end_seconds: list[float]  # search seconds at the end of each batch
     trials_per_batch: list[int]  # cumulative trials after each batch
@@ -61,46 +39,47 @@ class TuneReport:
     work_dir: str
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True)
+        return json.dumps(_json_safe(asdict(self)), sort_keys=True, allow_nan=False)
 
 
-def make_target(kind: str, num_cores: int) -> tvm.target.Target:
-    if kind == "llvm":
-        # TenSet's CPU target. The host's own mcpu would do on an AVX2 machine, but with AVX-512 or
-        # VNNI MetaSchedule switches to schedule rules that need the tensor intrinsics (see build.py).
-        return tvm.target.Target({"kind": "llvm", "num-cores": num_cores, "mcpu": "core-avx2"})
-    if kind == "cuda":
-        # Explicit limits: without a GPU, Target cannot query them (they are an A100's / H100's).
-        return tvm.target.Target({"kind": "cuda", "arch": "sm_80", "max_threads_per_block": 1024,
-                                  "max_shared_memory_per_block": 49152, "thread_warp_size": 32},
-                                 host={"kind": "llvm"})
-    raise ValueError(f"unsupported target kind {kind!r}: llvm or cuda")
+def _json_safe(value):
+    """Infinity (no candidate measured yet) becomes null: JSON has no Infinity."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_safe(v) for v in value]
+    return value
 
 
 def _cost_model(s: TuneSettings) -> ms.cost_model.CostModel:
     if s.cost_model == "pruner":
-        from .cost_model import PrunerCostModel, load_checkpoint
+        from .cost_model import PrunerCostModel
         from .online import ONLINE_METHODS, AdaptUpdate
 
-        return PrunerCostModel(
-            target_kind=s.target_kind, device=s.device or TRAINING_DEVICE[s.target_kind], verify_fraction=s.verify_fraction,
-            verifier=load_checkpoint(s.checkpoint) if s.checkpoint else None,
-            draft=load_checkpoint(s.draft) if s.draft else None,
+        return PrunerCostModel.from_checkpoint(
+            s.checkpoint, s.draft, target_kind=s.target_kind, device=s.device, verify_fraction=s.verify_fraction,
             on_update=(AdaptUpdate(ONLINE_METHODS[s.online_method], epochs=s.online_epochs, seed=s.seed or 0)
                        if s.online_epochs else None))
     if s.cost_model == "xgb":
         if importlib.util.find_spec("xgboost") is None:  # XGBModel would only fail at its first update
             raise ValueError("--cost-model xgb needs xgboost: pip install 'pruner-offline[xgb]'")
         return ms.cost_model.XGBModel(num_tuning_cores=s.num_cores)
-    if s.cost_model == "mlp":
-        # Not MetaSchedule's MLPModel: it needs pretraining on a database of many workloads (its
-        # update() fails on one), which is what our TenSet-MLP model files are.
-        from .cost_model import PrunerCostModel, load_checkpoint
+    if s.cost_model in ("mlp", "gbdt"):
+        # A baseline model file scores every candidate. Not MetaSchedule's MLPModel: it needs
+        # pretraining on a database of many workloads (its update() fails on one), which is what
+        # our model files are.
+        from .cost_model import PrunerCostModel
 
         if not s.checkpoint:
-            raise ValueError("--cost-model mlp needs --checkpoint: a TenSet-MLP model file (pretrain --model mlp)")
-        return PrunerCostModel(target_kind=s.target_kind, verifier=load_checkpoint(s.checkpoint), verify_fraction=1.0,
-                               device=s.device or TRAINING_DEVICE[s.target_kind])
+            raise ValueError(f"--cost-model {s.cost_model} needs --checkpoint: a model file of pretrain "
+                             f"--model {s.cost_model}")
+        model = PrunerCostModel.from_checkpoint(s.checkpoint, target_kind=s.target_kind, device=s.device,
+                                                verify_fraction=1.0)
+        if model.verifier.hparams.model != s.cost_model:
+            raise ValueError(f"{s.checkpoint} is a {model.verifier.hparams.model} model, not {s.cost_model}")
+        return model
     if s.cost_model == "random":
         return ms.cost_model.RandomModel(seed=s.seed)
     raise ValueError(f"unknown cost model {s.cost_model!r}; choose from {', '.join(COST_MODELS)}")
@@ -121,7 +100,7 @@ def tune(mod: tvm.IRModule, workload: str, work_dir: str | Path, s: TuneSettings
         raise RuntimeError("tune --target cuda needs a CUDA GPU to measure on, and none is visible here")
     work_dir = Path(work_dir)
     work_dir.mkdir(parents=True, exist_ok=True)
-    target = make_target(s.target_kind, s.num_cores)
+    target = tuning_target(s.target_kind, s.num_cores)
     logger = get_loggers_from_work_dir(str(work_dir), ["main"])[0]
     context = make_context(mod, target, num_threads=s.num_cores, seed=s.seed, logger=logger,
                            population_size=s.population_size)
@@ -136,7 +115,7 @@ def tune(mod: tvm.IRModule, workload: str, work_dir: str | Path, s: TuneSettings
         task_scheduler="round-robin")
     return TuneReport(
         workload=workload, target=s.target_kind, cost_model=s.cost_model, trials=curve.trials[-1] if curve.trials else 0,
-        best_latency_s=curve.best_s[-1] if curve.best_s else float("inf"),
+        best_latency_s=curve.best_s[-1] if curve.best_s else None,  # JSON has no Infinity
         best_latency_per_batch=curve.best_s, batch_end_seconds=[round(t, 3) for t in curve.elapsed_s],
         trials_per_batch=curve.trials, search_seconds=round(time.perf_counter() - start, 3),
         cost_model_seconds=round(model.predict_s + model.update_s, 4), cost_model_breakdown=_breakdown(model),

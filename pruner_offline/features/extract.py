@@ -10,10 +10,10 @@ from tvm import s_tir, tirx
 from tvm.s_tir import transform as st
 
 from .dataflow import dataflow_pattern
-from .devices import DEFAULT_DEVICE, DeviceConstants, get_device
+from .devices import DeviceConstants, device_for
 from .draft_score import analytic_score
 from .op_tag import op_tag_embedding
-from .per_store import GPU_KINDS, per_store_features
+from .per_store import per_store_features
 from .schema import FEATURE_SCHEMA_VERSION
 from .symbols import psa_symbols
 from .tir_walk import WalkResult, walk
@@ -55,14 +55,6 @@ def _aligned_walk(func: tirx.PrimFunc, n_rows: int) -> WalkResult:
     return walked
 
 
-def _device_for(target_kind: str, device: str | DeviceConstants | None) -> DeviceConstants:
-    is_gpu = target_kind in GPU_KINDS
-    dev = get_device(device or DEFAULT_DEVICE["cuda" if is_gpu else "llvm"])
-    if dev.is_gpu != is_gpu:
-        raise ValueError(f"device {dev.name} does not match target kind {target_kind}")
-    return dev
-
-
 def _func(program: tirx.PrimFunc | s_tir.Schedule) -> tirx.PrimFunc:
     return program.mod["main"] if isinstance(program, s_tir.Schedule) else program
 
@@ -72,10 +64,10 @@ def featurize_prim_func(program: tirx.PrimFunc | s_tir.Schedule, target_kind: st
     """Features of one scheduled PrimFunc (or the Schedule holding it, which is faster) for target
     kind "cuda" (or another GPU kind) or "llvm".
 
-    device: a name in devices.DEVICES or explicit DeviceConstants; defaults to h200 for GPU kinds and
-    platinum-8272 for llvm. Only the draft score depends on it.
+    device: a name in devices.DEVICES or explicit DeviceConstants; defaults to devices.DEFAULT_DEVICE.
+    Only the draft score depends on it.
     """
-    dev = _device_for(target_kind, device)
+    dev = device_for(target_kind, device)
     per_store = per_store_features(program, target_kind)
     walked = _aligned_walk(_func(program), len(per_store))
     symbols = psa_symbols(walked.rows, dev.is_gpu)
@@ -100,6 +92,6 @@ def psa_only(program: tirx.PrimFunc | s_tir.Schedule, target_kind: str,
     The walk is not checked against PerStoreFeature's statement count, so on the rare program where
     featurize_prim_func has to walk the lowered form the symbols here describe the scheduled form.
     """
-    dev = _device_for(target_kind, device)
+    dev = device_for(target_kind, device)
     symbols = psa_symbols(walk(_func(program)).rows, dev.is_gpu)
     return DraftFeatures(symbols.values.astype(np.float32), analytic_score(symbols, dev))

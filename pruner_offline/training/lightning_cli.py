@@ -1,4 +1,4 @@
-"""``python -m pruner_offline.training.cli fit --config training/pretrain.yaml --data.store S.h5``:
+"""``python -m pruner_offline.training.lightning_cli fit --config training/pretrain.yaml --data.store S.h5``:
 the plain LightningCLI over the same module and data, for users who drive Lightning directly."""
 
 from lightning.pytorch.cli import LightningCLI

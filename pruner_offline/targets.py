@@ -1,4 +1,7 @@
-"""TVM targets for records: today's TVM takes targets as dicts, not the CLI strings records hold."""
+"""The TVM targets of this toolkit: a record's target, and the target a tuning run compiles for.
+
+Today's TVM takes targets as dicts, not the CLI strings records hold.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +9,7 @@ from typing import Optional
 
 import tvm
 
-from ..tenset.records import HardwareParams
+from .tenset.records import HardwareParams
 
 # record target options today's TVM still accepts, under the names it accepts them by
 _OPTIONS = {
@@ -33,12 +36,16 @@ def _int_or_str(value: str) -> object:
     return int(value) if value.lstrip("-").isdigit() else value
 
 
-def make_target(target: str, hw: Optional[HardwareParams]) -> tvm.target.Target:
+def record_target(target: str, hw: Optional[HardwareParams]) -> tvm.target.Target:
     """The record's target, with its hardware params where the target has a field for them."""
     kind, options = parse_target_string(target)
     if kind not in _OPTIONS:
         raise TargetError(f"unsupported target kind {kind}")
     spec: dict[str, object] = {"kind": kind}
+    if kind == "cuda":
+        # Older records name no arch; TVM would then probe for nvcc and warn once per target built
+        # (hundreds of times per featurize). sm_50 is the arch it falls back to: features ignore it.
+        spec["arch"] = "sm_50"
     for key, name in _OPTIONS[kind].items():
         if key in options:
             value = options[key]
@@ -54,3 +61,20 @@ def make_target(target: str, hw: Optional[HardwareParams]) -> tvm.target.Target:
             if hw.warp_size:
                 spec["thread_warp_size"] = hw.warp_size
     return tvm.target.Target(spec)
+
+
+def tuning_target(kind: str, num_cores: int) -> tvm.target.Target:
+    """The target a tuning run on this machine compiles for."""
+    if kind == "llvm":
+        # TenSet's CPU target. The host's own mcpu would do on an AVX2 machine, but with AVX-512 or
+        # VNNI MetaSchedule switches to schedule rules that need the tensor intrinsics (see tuning/build.py).
+        return tvm.target.Target({"kind": "llvm", "num-cores": num_cores, "mcpu": "core-avx2"})
+    if kind == "cuda":
+        if tvm.cuda(0).exist:  # the GPU's own arch and limits
+            return tvm.target.Target(tvm.target.Target.from_device(tvm.cuda(0)), host={"kind": "llvm"})
+        # No GPU here (a tuning run cannot measure then, but features and tests can go on):
+        # an H100/H200-class GPU's limits, explicit so that Target does not probe for them.
+        return tvm.target.Target({"kind": "cuda", "arch": "sm_90", "max_threads_per_block": 1024,
+                                  "max_shared_memory_per_block": 49152, "thread_warp_size": 32},
+                                 host={"kind": "llvm"})
+    raise ValueError(f"unsupported target kind {kind!r}: llvm or cuda")

@@ -1,0 +1,18 @@
+"""Settings of online adaptation (no torch import: the command line is built from them)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+METHODS = ("moa", "finetune", "scratch", "frozen")
+
+
+@dataclass(frozen=True)
+class AdaptConfig:
+    momentum: float = field(default=0.99, metadata={"help": "moa: weight of the momentum copy in each update"})
+    round_size: int = field(default=10, metadata={"help": "programs measured per round", "flag": "--round", "min": 1})
+    retrain_every: int = field(default=4, metadata={"help": "rounds between retrains", "min": 1})
+    epochs: int = field(default=30, metadata={"help": "passes over the online records per retrain", "min": 1})
+    lr: float = field(default=7e-4, metadata={"help": "learning rate of the retrains"})
+    batch_size: int = field(default=512, metadata={"help": "online records per gradient step", "min": 2})
+    seed: int = field(default=0, metadata={"help": "seed of the retrains' shuffling and initialisation"})

@@ -1,0 +1,256 @@
+"""MetaSchedule JSON databases as a program source: each trace applied to its workload.
+
+A database is two JSON-lines files: ``database_workload.json`` (one ``[hash, base64 IRModule]``
+per line) and ``database_tuning_record.json`` (``[workload_index, [trace, run_secs, target,
+args_info]]`` per line). Lines are checked here before TVM sees them: TVM's own reader gives
+up on the whole file at the first bad line, while a bad line here is reported as file:line and
+the rest is read. A unit is one workload; the record file is read once per process.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Iterable, Iterator, Optional, Union
+
+import numpy as np
+
+from ..tenset.labels import FAILED_COST, task_labels
+from ..tenset.records import BadLine, SourceLine
+from .base import LiveProgram, LiveSource, ProgramSource, SourceProgram, TailedFile, Unit, UnitPrograms, register_source
+
+WORKLOAD_FILE = "database_workload.json"
+RECORD_FILE = "database_tuning_record.json"
+# Ansor's "runtime error": MetaSchedule records a failed run as missing or 1e10 run times
+FAILED_ERROR_NO = 4
+
+
+@dataclass(frozen=True)
+class MSRecordLine:
+    """One tuning record, checked but not yet given to TVM."""
+
+    source: SourceLine
+    workload: int  # line index (0-based) in the workload file
+    run_secs: tuple[float, ...]
+    target_kind: str
+    raw: str  # the line as written, handed to TVM when the program is needed
+
+    @property
+    def cost(self) -> float:
+        """Mean run time, as TenSet's labels use; records without a valid time count as failed."""
+        ok = [s for s in self.run_secs if 0 < s < FAILED_COST]
+        return float(np.mean(ok)) if ok else FAILED_COST
+
+    @property
+    def ok(self) -> bool:
+        return self.cost < FAILED_COST
+
+
+def is_metaschedule_database(path: Union[str, Path]) -> bool:
+    p = Path(path)
+    return (p / WORKLOAD_FILE).is_file() and (p / RECORD_FILE).is_file()
+
+
+def _check(obj: object) -> tuple[int, tuple[float, ...], str]:
+    if not (isinstance(obj, list) and len(obj) == 2 and type(obj[0]) is int and isinstance(obj[1], list)
+            and len(obj[1]) >= 3):
+        raise ValueError("not [workload_index, [trace, run_secs, target, ...]]")
+    trace, run_secs, target = obj[1][:3]
+    if not isinstance(trace, list):
+        raise ValueError("trace is not a list")
+    if run_secs is None:
+        run_secs = []
+    if not isinstance(run_secs, list) or any(type(s) not in (int, float) for s in run_secs):
+        raise ValueError("run_secs is not a list of numbers")
+    kind = target.get("kind") if isinstance(target, dict) else None
+    if not isinstance(kind, str):
+        raise ValueError("target has no kind")
+    return obj[0], tuple(float(s) for s in run_secs), kind
+
+
+def _workload_lines(root: Path) -> list[bytes]:
+    return [line for line in open(root / WORKLOAD_FILE, "rb") if line.strip()]
+
+
+def parse_ms_lines(lines: Iterable[bytes], path: str, n_workloads: int,
+                   first_line: int = 1) -> Iterator[Union[MSRecordLine, BadLine]]:
+    """Check tuning-record lines (bytes); blank lines yield nothing."""
+    for lineno, line in enumerate(lines, first_line):
+        if not line.strip():
+            continue
+        source = SourceLine(path, lineno)
+        try:
+            workload, run_secs, kind = _check(json.loads(line))
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:  # nesting too deep for json
+            yield BadLine(source, f"bad tuning record: {exc}")
+            continue
+        if not 0 <= workload < n_workloads:
+            yield BadLine(source, f"workload index {workload} out of range (0..{n_workloads - 1})" if n_workloads
+                          else f"workload index {workload}, but {WORKLOAD_FILE} holds no workload")
+            continue
+        yield MSRecordLine(source, workload, run_secs, kind, line.decode().strip())
+
+
+def read_ms_records(root: Union[str, Path]) -> Iterator[Union[MSRecordLine, BadLine]]:
+    """Stream the tuning records of a database directory."""
+    root = Path(root)
+    with open(root / RECORD_FILE, "rb") as f:
+        yield from parse_ms_lines(f, str(root / RECORD_FILE), len(_workload_lines(root)))
+
+
+@lru_cache(maxsize=2)
+def _grouped(root: str, _stamp: tuple) -> tuple[dict[int, list[MSRecordLine]], list[BadLine]]:
+    # One read of the record file per process and content stamp, not one per workload.
+    by_workload: dict[int, list[MSRecordLine]] = {}
+    bad: list[BadLine] = []
+    for item in read_ms_records(root):
+        if isinstance(item, BadLine):
+            bad.append(item)
+        else:
+            by_workload.setdefault(item.workload, []).append(item)
+    return by_workload, bad
+
+
+class _Workloads:
+    """Workload modules by index, decoded by TVM on first use."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.lines = _workload_lines(root)
+        self.decoded: dict[int, object] = {}
+
+    def get(self, index: int) -> object:
+        from tvm.s_tir.meta_schedule.database import Workload
+
+        if index not in self.decoded:
+            self.decoded[index] = Workload.from_json(json.loads(self.lines[index]))
+        return self.decoded[index]
+
+    def hash(self, index: int) -> str:
+        """The structural hash MetaSchedule keys the workload by."""
+        try:
+            return str(json.loads(self.lines[index])[0])
+        except (IndexError, ValueError, KeyError, TypeError):
+            return f"workload{index}"
+
+
+def scheduled_func(workloads: _Workloads, rec: MSRecordLine) -> tuple[Optional[object], str]:
+    """(scheduled PrimFunc, "") or (None, reason). Each record is rebuilt from its own line: TVM's
+    JSONDatabase hands records back sorted by run time, which would pair programs with wrong costs."""
+    from tvm import s_tir
+    from tvm.s_tir.meta_schedule.database import TuningRecord
+
+    try:
+        tvm_rec = TuningRecord.from_json(json.loads(rec.raw)[1], workloads.get(rec.workload))
+        sch = s_tir.Schedule(tvm_rec.workload.mod)
+        tvm_rec.trace.apply_to_schedule(sch, remove_postproc=False)
+        return sch.mod["main"], ""
+    except Exception as exc:  # noqa: BLE001 - one bad trace or workload must not end the run
+        return None, f"trace: {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+
+
+def _program(workloads: _Workloads, rec: MSRecordLine, position: int, label: float) -> SourceProgram:
+    func, reason = scheduled_func(workloads, rec)
+    return SourceProgram(rec.source.line, position, rec.cost, 0 if rec.ok else FAILED_ERROR_NO, label, func, reason)
+
+
+@register_source
+class MetaScheduleSource(ProgramSource):
+    kind = "metaschedule"
+
+    @classmethod
+    def detect(cls, path: Path) -> bool:
+        return is_metaschedule_database(path)
+
+    def files(self) -> list[Path]:
+        return [self.root / WORKLOAD_FILE, self.root / RECORD_FILE]
+
+    def units(self, device: Optional[str] = None, include_unmeasured: bool = False) -> list[Unit]:
+        if device is not None and device != self.root.name:
+            return []
+        return [Unit(k, self.root.name, f"{RECORD_FILE}#workload={k}") for k in range(len(_workload_lines(self.root)))]
+
+    def _records(self) -> tuple[dict[int, list[MSRecordLine]], list[BadLine]]:
+        stamp = tuple((p.stat().st_size, p.stat().st_mtime_ns) for p in self.files())
+        return _grouped(str(self.root), stamp)
+
+    def programs(self, unit: Unit) -> UnitPrograms:
+        by_workload, bad = self._records()
+        records = by_workload.get(unit.index, [])
+        # every unit shares one record file: the first unit reports its unreadable lines
+        bad_lines = [(b.source.line, f"unreadable line: {b.reason}") for b in bad] if unit.index == 0 else []
+        workloads = _Workloads(self.root)
+        labels = task_labels(np.array([r.cost for r in records]), np.array([r.ok for r in records], dtype=bool))
+        programs = (_program(workloads, rec, pos, float(labels[pos])) for pos, rec in enumerate(records))
+        kind = records[0].target_kind if records else ""
+        return UnitPrograms(f"ms:{workloads.hash(unit.index)}", kind, programs, len(records), bad_lines)
+
+
+class MetaScheduleLog(LiveSource):
+    """The database a running ``tune_tir``/``tune_relax`` (or ``pruner-train tune``) appends to."""
+
+    def __init__(self, root: Union[str, Path]):
+        self.root = Path(root)
+        if not (self.root / WORKLOAD_FILE).is_file():
+            raise FileNotFoundError(f"{self.root}: no {WORKLOAD_FILE}; is this the work directory of a tuning run?")
+        self.tail = TailedFile(self.root / RECORD_FILE)
+        self.workloads = _Workloads(self.root)
+
+    @property
+    def lines_read(self) -> int:
+        return self.tail.lines_read
+
+    def poll(self) -> list[Union[LiveProgram, BadLine]]:
+        lines = self.tail.poll()
+        if lines:
+            self.workloads.lines = _workload_lines(self.root)  # records may name workloads added since
+        out: list[Union[LiveProgram, BadLine]] = []
+        first = self.tail.lines_read - len(lines) + 1
+        for item in parse_ms_lines(lines, str(self.tail.path), len(self.workloads.lines), first):
+            if isinstance(item, BadLine):
+                out.append(item)
+            else:
+                prog = _program(self.workloads, item, 0, float("nan"))
+                out.append(LiveProgram(f"ms:{self.workloads.hash(item.workload)}", item.target_kind, prog))
+        return out
+
+
+@dataclass
+class DatabaseSummary:
+    """What ``pruner-train info`` says of a MetaSchedule database (no TVM needed)."""
+
+    root: str
+    workloads: int
+    records: int
+    failed_records: int
+    records_by_workload: dict[int, int]
+    targets: dict[str, int]
+    bad_lines: int
+    bad_line_examples: list[str]
+
+    def to_json(self) -> dict:
+        return {"root": self.root, "source": MetaScheduleSource.kind, "workloads": self.workloads,
+                "records": self.records, "failed_records": self.failed_records,
+                "records_by_workload": {str(k): v for k, v in sorted(self.records_by_workload.items())},
+                "targets": self.targets, "bad_lines": self.bad_lines, "bad_line_examples": self.bad_line_examples}
+
+
+def summarize_database(root: Union[str, Path], max_examples: int = 20) -> DatabaseSummary:
+    root = Path(root)
+    by_workload: dict[int, int] = {}
+    targets: dict[str, int] = {}
+    failed = bad = 0
+    examples: list[str] = []
+    for item in read_ms_records(root):
+        if isinstance(item, BadLine):
+            bad += 1
+            if len(examples) < max_examples:
+                examples.append(str(item))
+            continue
+        by_workload[item.workload] = by_workload.get(item.workload, 0) + 1
+        targets[item.target_kind] = targets.get(item.target_kind, 0) + 1
+        failed += not item.ok
+    return DatabaseSummary(str(root), len(_workload_lines(root)), sum(by_workload.values()), failed, by_workload,
+                           targets, bad, examples)

@@ -1,0 +1,47 @@
+"""Settings of a tuning run (no TVM import: the command line is built from them)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+COST_MODELS = ("pruner", "xgb", "mlp", "gbdt", "random")
+
+
+@dataclass(frozen=True)
+class MeasureSettings:
+    build_workers: int = 2
+    build_timeout_s: float = 30.0
+    run_timeout_s: float = 30.0
+    number: int = 3  # runs per measurement, averaged
+    repeat: int = 1  # measurements per candidate
+    # MetaSchedule's default is 100 ms per measurement; a 2-core machine tunes far more candidates
+    # per minute at 20 ms, at the price of noisier latencies for sub-millisecond kernels.
+    min_repeat_ms: int = 20
+
+
+@dataclass(frozen=True)
+class TuneSettings:
+    target_kind: str = field(default="llvm", metadata={
+        "flag": "--target", "choices": ("llvm", "cuda"), "help": "cuda needs a visible GPU to measure on"})
+    trials: int = field(default=64, metadata={"help": "measured candidates in all", "min": 1})
+    cost_model: str = field(default="pruner", metadata={"choices": COST_MODELS, "help": "who ranks the candidates"})
+    checkpoint: Optional[str] = field(default=None, metadata={
+        "help": "pruner: PaCM model file, the verifier (without it, the draft order alone); "
+                "mlp, gbdt: a model file of that kind, which scores every candidate (required)"})
+    draft: Optional[str] = field(default=None, metadata={
+        "help": "pruner: learned draft model file (default: the analytic draft score)"})
+    verify_fraction: float = field(default=0.2, metadata={"help": "pruner: share of candidates PaCM re-ranks"})
+    online_epochs: int = field(default=0, metadata={
+        "help": "pruner: retrain PaCM on the programs measured so far, this many epochs after each batch", "min": 0})
+    online_method: str = field(default="retrain", metadata={
+        "choices": ("retrain", "moa"),
+        "help": "with --online-epochs: plain retraining of a copy, or MoA (momentum online adaptation)"})
+    trials_per_batch: int = field(default=16, metadata={"help": "candidates measured per batch", "min": 1})
+    population_size: int = field(default=512, metadata={"flag": "--population", "min": 2,
+                                                         "help": "evolutionary search population"})
+    num_cores: int = field(default=2, metadata={"flag": "--cores", "min": 1, "help": "target num-cores and build workers"})
+    seed: Optional[int] = field(default=None, metadata={"help": "search seed (default: random)"})
+    device: Optional[str] = field(default=None, metadata={
+        "help": "device constants of the draft score (default: those the model was trained with)"})
+    measure: MeasureSettings = field(default_factory=MeasureSettings)
