@@ -444,7 +444,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--records", type=Path, required=True,
                    help="online records: a TenSet dataset, a MetaSchedule database dir or a store .h5; with "
                         "--follow an Ansor record file or the database directory of a running tuning job")
-    p.add_argument("--method", default="moa", choices=METHODS + ("all",))
+    p.add_argument("--method", default=METHODS[0], choices=METHODS + ("all",),
+                   help=f"default {METHODS[0]}: adapts only where fresh measurements show it ranks better")
     add_options(p, AdaptConfig)
     p.add_argument("--eval", type=Path, help="held-out records (same kinds as --records) scored as adaptation goes")
     p.add_argument("--eval-fraction", type=float, default=0.0,

@@ -5,6 +5,8 @@ import subprocess
 import sys
 import time
 
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -14,6 +16,7 @@ from pruner_offline.adapt.online import OnlineRecords, programs_of_store
 from pruner_offline.adapt.simulate import simulate, tuning_order
 from pruner_offline.cli import main
 from pruner_offline.store.reader import FeatureStore
+from pruner_offline.training.data import gather_batch
 from pruner_offline.training.export import load_model
 from pruner_offline.training.run import pretrain
 
@@ -51,6 +54,54 @@ def test_moa_moves_the_momentum_copy_by_one_minus_m(setup):
     assert all(y[t == k].max() == pytest.approx(1.0) for k in np.unique(t))
 
 
+def test_weight_mixes_end_at_both_models(setup):
+    from pruner_offline.adapt.methods import mixed
+
+    module, _ = load_model(setup[1])
+    other = copy.deepcopy(module)
+    with torch.no_grad():
+        for p in other.parameters():
+            p.add_(1.0)
+    for w, expect in ((0.0, module), (1.0, other)):
+        got = mixed(module, other, w)
+        assert all(torch.equal(a, b) for a, b in zip(got.state_dict().values(), expect.state_dict().values()))
+    half = mixed(module, other, 0.5)
+    p0, p1, ph = (next(m.parameters()) for m in (module, other, half))
+    torch.testing.assert_close(ph, (p0 + p1) / 2)
+
+
+def _online(d, rows, flip: bool) -> OnlineRecords:
+    """Online records from store rows; ``flip`` makes the new device rank them the other way round."""
+    programs = programs_of_store(d, rows)
+    if flip:
+        for p in programs:
+            p.cost = 1.0 / p.cost
+    return OnlineRecords(programs)
+
+
+def test_guarded_keeps_the_pretrained_model_unless_fresh_records_disagree(setup):
+    """On a device that ranks like the pretraining data the pretrained model already wins on fresh
+    records, so guarded keeps (nearly) all of it; on a device that ranks the other way round the
+    fresh records say so, and it moves to the tuned model."""
+    store, model_file = setup
+    module, _ = load_model(model_file)
+    d = FeatureStore(store).load()
+    rows = tuning_order(d)[:120]
+    flipped = make_method("guarded", module, AdaptConfig(epochs=15, retrain_every=1))
+    assert flipped.after_round(_online(d, rows, flip=True), 1)
+    assert flipped.mix >= 0.75
+    from pruner_offline.adapt.methods import fresh_pair_accuracy
+
+    data = _online(d, rows, flip=True).data()
+    fresh = np.arange(len(rows)) >= len(rows) - 30
+    score = lambda m: fresh_pair_accuracy(m.predict_rows(lambda r: gather_batch(data, r), np.arange(len(rows))),  # noqa: E731
+                                          data.records["label"], data.records["task_id"], fresh)
+    assert score(flipped.predictor) > score(module) + 0.1
+    same = make_method("guarded", module, AdaptConfig(epochs=15, retrain_every=1))
+    same.after_round(_online(d, rows, flip=False), 1)
+    assert score(same.predictor) <= score(module) + 1e-9 or same.mix < flipped.mix
+
+
 def test_simulation_curves(setup):
     store, model_file = setup
     module, _ = load_model(model_file)
@@ -73,7 +124,7 @@ def test_cli_adapt_json_and_target_check(setup, tmp_path, capsys):
                  "--eval-fraction", "0.25", "--method", "all", "--epochs", "2", "--json", "--quiet",
                  "--out", str(tmp_path)]) == 0
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert set(out) == {"moa", "finetune", "scratch", "frozen"}
+    assert set(out) == {"guarded", "moa", "finetune", "scratch", "frozen"}
     assert out["moa"][0]["online_records"] == 0 and out["moa"][-1]["online_records"] == 240
     assert all(set(p) == {"online_records", "peak@1", "peak@5"} for p in out["moa"])
     assert (tmp_path / "adapt_curves.png").stat().st_size > 1000

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-METHODS = ("moa", "finetune", "scratch", "frozen")
+# "guarded" first: the default (docs/adaptation.md says why)
+METHODS = ("guarded", "moa", "finetune", "scratch", "frozen")
 
 
 @dataclass(frozen=True)
@@ -16,3 +17,5 @@ class AdaptConfig:
     lr: float = field(default=7e-4, metadata={"help": "learning rate of the retrains"})
     batch_size: int = field(default=512, metadata={"help": "online records per gradient step", "min": 2})
     seed: int = field(default=0, metadata={"help": "seed of the retrains' shuffling and initialisation"})
+    fresh_fraction: float = field(default=0.25, metadata={
+        "help": "guarded: the newest share of the online records, kept out of each retrain to judge it"})

@@ -14,7 +14,7 @@ from ..tenset.labels import FAILED_COST
 from ..training.module import CostModelModule
 
 # how ``tune --online-method`` names the adaptation methods
-ONLINE_METHODS = {"retrain": "finetune", "moa": "moa"}
+ONLINE_METHODS = {"guarded": "guarded", "retrain": "finetune", "moa": "moa"}
 
 
 @dataclass

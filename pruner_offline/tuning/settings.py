@@ -34,9 +34,10 @@ class TuneSettings:
     verify_fraction: float = field(default=0.2, metadata={"help": "pruner: share of candidates PaCM re-ranks"})
     online_epochs: int = field(default=0, metadata={
         "help": "pruner: retrain PaCM on the programs measured so far, this many epochs after each batch", "min": 0})
-    online_method: str = field(default="retrain", metadata={
-        "choices": ("retrain", "moa"),
-        "help": "with --online-epochs: plain retraining of a copy, or MoA (momentum online adaptation)"})
+    online_method: str = field(default="guarded", metadata={
+        "choices": ("guarded", "retrain", "moa"),
+        "help": "with --online-epochs: guarded (mix with the pretrained model only as far as fresh "
+                "measurements support), plain retraining of a copy, or MoA (momentum online adaptation)"})
     trials_per_batch: int = field(default=16, metadata={"help": "candidates measured per batch", "min": 1})
     population_size: int = field(default=512, metadata={"flag": "--population", "min": 2,
                                                          "help": "evolutionary search population"})
