@@ -28,6 +28,7 @@ from tvm import s_tir, tirx
 
 from ..tenset import steps as st
 from ..tenset.te_graph import ComputeGraph, PlaceholderOp
+from .compute import stage_names
 from .unchecked import UncheckedSchedule
 
 _THREAD_TAGS = {
@@ -81,12 +82,12 @@ class Replayer:
         self.sch = UncheckedSchedule(s_tir.Schedule(func, debug_mask=0))
         self.steps = steps
         self.stages: list[_Stage] = []
-        for op in graph.ops:
+        for op, name in zip(graph.ops, stage_names(graph)):
             if isinstance(op, PlaceholderOp):
-                self.stages.append(_Stage(op.name, None))
+                self.stages.append(_Stage(name, None))
             else:
-                block = self.sch.get_sblock(op.name)
-                self.stages.append(_Stage(op.name, block, self._root_loops(block)))
+                block = self.sch.get_sblock(name)
+                self.stages.append(_Stage(name, block, self._root_loops(block)))
 
     # ------------------------------------------------------------ loops of fresh blocks
 
