@@ -40,6 +40,9 @@ _THREAD_TAGS = {
 
 _KIND_ANNOTATIONS = (st.Annotation.UNROLL, st.Annotation.VECTORIZE, st.Annotation.PARALLEL)
 
+# the loop annotations a PR step writes
+_PRAGMA_KEYS = ("pragma_auto_unroll_max_step", "pragma_unroll_explicit")
+
 _LOOP_STEPS = (st.SplitStep, st.FollowSplitStep, st.FollowFusedSplitStep, st.ReorderStep,
                st.FuseStep, st.AnnotationStep, st.PragmaStep)
 
@@ -147,11 +150,24 @@ class Replayer:
             self.attach_pending()
         except Exception as exc:
             raise ReplayError("CA rejected by TIR", _first_line(exc)) from None
+        self.drop_thread_pragmas()
         try:
             self.infer_storage_scopes()
         except Exception as exc:
             raise ReplayError("storage scope rejected by TIR", _first_line(exc)) from None
         return self.sch.mod
+
+    def drop_thread_pragmas(self) -> None:
+        """TE emits an iterator's pragmas only where it makes a loop, never for one bound to a
+        thread: Ansor's unroll pragma on a fused blockIdx iterator has no effect on its program."""
+        for stage in self.stages:
+            if stage.block is None or stage.inlined:
+                continue
+            for loop in self.sch.get_loops(stage.block):
+                for key in _PRAGMA_KEYS:
+                    node = self.sch.get(loop)  # the loop's node changes with every unannotate
+                    if node.thread_binding is not None and key in node.annotations:
+                        self.sch.unannotate(loop, key)
 
     def infer_storage_scopes(self) -> None:
         """TE gives a stage attached inside a kernel the scope of its innermost thread binding
@@ -269,8 +285,8 @@ class Replayer:
             if depth is None:
                 raise ReplayError("unsupported pragma", step.pragma.split("$")[0])
             # the annotations MetaSchedule's RewriteUnroll writes; lowering's UnrollLoop reads them
-            sch.annotate(loop, "pragma_auto_unroll_max_step", depth)
-            sch.annotate(loop, "pragma_unroll_explicit", 1)
+            for key, value in zip(_PRAGMA_KEYS, (depth, 1)):
+                sch.annotate(loop, key, value)
 
     def annotate(self, loop: s_tir.LoopRV, ann: st.Annotation) -> None:
         if ann == st.Annotation.NONE:
