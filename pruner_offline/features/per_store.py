@@ -16,7 +16,9 @@ from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule import _ffi_api
 
 from .ansor_view import ansor_view
-from .schema import ARITH_INTENSITY_SAMPLES, BUFFERS_PER_STORE, PER_STORE_COLUMNS
+from .regions import N_COLUMNS as N_ACCESS_COLUMNS
+from .regions import access_columns
+from .schema import ARITH_INTENSITY_SAMPLES, BUFFER_GROUP_START, BUFFERS_PER_STORE, PER_STORE_COLUMNS
 
 GPU_KINDS = frozenset({"cuda", "rocm", "vulkan", "metal", "opencl"})
 
@@ -37,6 +39,7 @@ def _extractor(target_kind: str) -> tuple[ms.FeatureExtractor, ms.TuneContext]:
 
 
 _ALLOC_COLUMNS = np.array([c.startswith("alloc_") for c in PER_STORE_COLUMNS])
+_ACCESS_COLUMNS = slice(BUFFER_GROUP_START, BUFFER_GROUP_START + N_ACCESS_COLUMNS)
 _OUTER_PROD, _ALLOC_OUTER_PROD, _ALLOC_INNER_PROD = (
     PER_STORE_COLUMNS.index(c) for c in ("outer_prod", "alloc_outer_prod", "alloc_inner_prod"))
 
@@ -53,9 +56,11 @@ def per_store_features(program: tirx.PrimFunc | s_tir.Schedule, target_kind: str
     if not ansor:
         return rows
     func = program.mod["main"] if isinstance(program, s_tir.Schedule) else program
-    view = _extract(ansor_view(func), target_kind)
+    view_func = ansor_view(func)
+    view = _extract(view_func, target_kind)
     if view.shape != rows.shape:
         raise ValueError(f"the Ansor view has {len(view)} statements, the program {len(rows)}")
+    view[:, _ACCESS_COLUMNS] = access_columns(view_func)
     view[:, _ALLOC_COLUMNS] = rows[:, _ALLOC_COLUMNS]
     # the part of the statement's loops inside its allocation: the view's loops over the plain
     # program's allocation point (columns are log2(x + 1))
