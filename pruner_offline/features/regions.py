@@ -8,8 +8,12 @@ its modular set, which keeps saying "exactly the minimum", so ``floormod(fused, 
 loop over [0, 392) is bounded to [0, 0]. Every index of a fused loop that goes through a floormod
 then touches one row where it touches the whole tensor, and the touched bytes, unique lines, reuse
 distances and the arithmetic-intensity curve built on them are off by the fused extent. Ansor
-builds a fresh analyzer per loop level, and so does this module; the columns are otherwise those
-PerStoreFeature defines (same sort of a statement's buffers, same magic strides and ratios).
+builds a fresh analyzer per loop level, and so does this module.
+
+The columns are otherwise PerStoreFeature's (same sort of a statement's buffers, same approximate
+strides and ratios) but for one more difference it has from Ansor: a reduction's initial store,
+which neither gives a row, still counts in Ansor as an access of its buffer, so a later reader of
+the buffer finds serial reuse over three accesses where PerStoreFeature finds two.
 """
 
 from __future__ import annotations
@@ -138,6 +142,7 @@ class _Collector:
         self.points: list[tirx.For] = []  # unit loops the extractor removes: their variable is the minimum
         self.touched_under: dict[int, dict[int, tuple[object, list[int]]]] = {}
         self.rows: dict[int, np.ndarray] = {}  # buffer -> columns of its last non-constant store
+        self.guards: list = []  # conditions of the enclosing ifs
 
     def visit(self, stmt) -> None:
         if isinstance(stmt, tirx.SeqStmt):
@@ -151,15 +156,43 @@ class _Collector:
         elif isinstance(stmt, s_tir.SBlockRealize):
             self.visit(stmt.block.body)
         elif isinstance(stmt, tirx.IfThenElse):
+            self.guards.append(stmt.condition)
             self.visit(stmt.then_case)
+            self.guards.pop()
             if stmt.else_case is not None:
                 self.visit(stmt.else_case)
         elif isinstance(stmt, tirx.BufferStore):
-            if not isinstance(stmt.value, (tirx.IntImm, tirx.FloatImm)):
+            if isinstance(stmt.value, (tirx.IntImm, tirx.FloatImm)):
+                self.init(stmt)
+            else:
                 # a buffer keeps the row of its first store and the values of its last
                 self.rows[hash(stmt.buffer)] = self.store(stmt)
         elif hasattr(stmt, "body"):
             self.visit(stmt.body)
+
+    def init(self, store: tirx.BufferStore) -> None:
+        """A reduction's initial store has no row (PerStoreFeature skips constant stores) but, as
+        in Ansor, counts as an access of its buffer in the loops TE's separate init nest shares
+        with the update: those outside the first loop the init's guard (``k == 0``) tests."""
+        guard_vars: set[int] = set()
+        for cond in self.guards:
+            self.collect_vars(cond, guard_vars)
+        shared = next((i for i, loop in enumerate(self.loops) if hash(loop.loop_var) in guard_vars),
+                      len(self.loops))
+        write = _Access(store.buffer, _WRITE, [list(store.indices)])
+        for i in range(shared - 1, -1, -1):
+            count = self.numel(write, self.analyzer(i))[0]
+            self.touched_under.setdefault(hash(self.loops[i]), {}).setdefault(
+                hash(store.buffer), (store.buffer, []))[1].append(count)
+
+    @staticmethod
+    def numel(a: "_Access", ana: Analyzer) -> tuple[int, list[int]]:
+        """Elements of ``a``'s buffer its indices touch under ``ana``'s bindings, and the extents."""
+        dims = []
+        for d in range(len(a.indices[0])):
+            bounds = [ana.const_int_bound(idx[d]) for idx in a.indices]
+            dims.append(max(b.max_value for b in bounds) - min(b.min_value for b in bounds) + 1)
+        return (max(0, int(np.prod(dims))) if dims else 1), dims
 
     def accesses(self, store: tirx.BufferStore) -> list[_Access]:
         by_buffer = {hash(store.buffer): _Access(store.buffer, _WRITE, [list(store.indices)])}
@@ -196,11 +229,7 @@ class _Collector:
             ana = self.analyzer(i)
             under = self.touched_under.setdefault(hash(loops[i]), {})
             for a in accesses:
-                dims = []
-                for d in range(len(a.indices[0])):
-                    bounds = [ana.const_int_bound(idx[d]) for idx in a.indices]
-                    dims.append(max(b.max_value for b in bounds) - min(b.min_value for b in bounds) + 1)
-                count = max(0, int(np.prod(dims))) if dims else 1
+                count, dims = self.numel(a, ana)
                 numel[hash(a.buffer)], shape_at_top[hash(a.buffer)] = count, dims
                 touched_bytes[i] += count * a.dtype_bytes
                 under.setdefault(hash(a.buffer), (a.buffer, []))[1].append(count)
