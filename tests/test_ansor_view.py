@@ -79,7 +79,7 @@ def test_regions_bound_a_floormod_of_a_fused_loop_over_its_range():
     sch = s_tir.Schedule(te.create_prim_func([a, b]))
     sch.parallel(sch.fuse(*sch.get_loops(sch.get_sblock("B"))))
     func = sch.mod["main"]
-    ours = access_columns(func)[0]
+    ours = access_columns(func, np.array([224.0]))[0]
     theirs = _extract(func, "llvm")[0, BUFFER_GROUP_START:]
     assert ours[UNIQUE_BYTES] == pytest.approx(np.log2(224 * 4 + 1), abs=1e-4)
     assert theirs[UNIQUE_BYTES] == pytest.approx(np.log2(16 * 4 + 1), abs=1e-4)

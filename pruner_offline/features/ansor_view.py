@@ -18,10 +18,10 @@ pragma survives the extractor's removal of unit loops and counts in num_loops.
 The view undoes all three before the extractor runs: intermediate buffers become parameters (which
 are never compacted), a thread binding nested in a loop bound to the same thread becomes a serial
 loop (the extractor sees one loop more, as Ansor does), and the pragma of a unit loop moves to the
-outermost non-unit loops inside it, which unroll the same statements. The allocation group is the
-one exception:
-Ansor sizes allocations by their realize bounds, which is the compacted size, so those columns come
-from the plain program (``per_store.per_store_features``).
+outermost non-unit loops inside it, which unroll the same statements. Ansor sizes allocations by
+their realize bounds, which is the compacted size, so ``per_store.per_store_features`` takes the
+allocation columns from the plain program, and the buffer-access columns from ``regions``, which
+bounds touched regions the way Ansor does.
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ from tvm import s_tir, tirx
 
 
 def ansor_view(func: tirx.PrimFunc) -> tirx.PrimFunc:
+    """For feature extraction only: the view computes what ``func`` computes, but its
+    intermediate buffers are parameters and it is not meant to be built."""
     realize = func.body
     if not isinstance(realize, s_tir.SBlockRealize):
         return func

@@ -39,6 +39,7 @@ def _extractor(target_kind: str) -> tuple[ms.FeatureExtractor, ms.TuneContext]:
 
 
 _ALLOC_COLUMNS = np.array([c.startswith("alloc_") for c in PER_STORE_COLUMNS])
+_FLOAT_OP_COLUMNS = np.array([c.startswith("float_") for c in PER_STORE_COLUMNS])
 _ACCESS_COLUMNS = slice(BUFFER_GROUP_START, BUFFER_GROUP_START + N_ACCESS_COLUMNS)
 _OUTER_PROD, _ALLOC_OUTER_PROD, _ALLOC_INNER_PROD = (
     PER_STORE_COLUMNS.index(c) for c in ("outer_prod", "alloc_outer_prod", "alloc_inner_prod"))
@@ -48,8 +49,8 @@ def per_store_features(program: tirx.PrimFunc | s_tir.Schedule, target_kind: str
                        ansor: bool = False) -> np.ndarray:
     """[n_statements, 164] float32, one row per written buffer as PerStoreFeature orders them.
 
-    ansor: extract from ``ansor_view`` of the program, the values Ansor's own extractor gives the
-    TE program (see features/ansor_view.py); twice the cost. Not what feature schema 1 stores.
+    ansor: the values Ansor's own extractor gives the TE program (features/ansor_view.py and
+    features/regions.py; docs/replay.md), at 2-5 times the cost. Not what feature schema 1 stores.
     Passing the Schedule a caller already holds saves building one (~20% of the time).
     """
     rows = _extract(program, target_kind)
@@ -60,7 +61,8 @@ def per_store_features(program: tirx.PrimFunc | s_tir.Schedule, target_kind: str
     view = _extract(view_func, target_kind)
     if view.shape != rows.shape:
         raise ValueError(f"the Ansor view has {len(view)} statements, the program {len(rows)}")
-    view[:, _ACCESS_COLUMNS] = access_columns(view_func)
+    float_ops = (np.exp2(view[:, _FLOAT_OP_COLUMNS].astype(np.float64)) - 1).sum(1)
+    view[:, _ACCESS_COLUMNS] = access_columns(view_func, float_ops)
     view[:, _ALLOC_COLUMNS] = rows[:, _ALLOC_COLUMNS]
     # the part of the statement's loops inside its allocation: the view's loops over the plain
     # program's allocation point (columns are log2(x + 1))

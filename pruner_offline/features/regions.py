@@ -24,7 +24,7 @@ from typing import Iterator
 import numpy as np
 import tvm
 from tvm import s_tir, tirx
-from tvm.ir.expr import Call, Expr, TensorLoad
+from tvm.ir.expr import Expr, TensorLoad
 from tvm.s_tir import transform as st
 from tvm.sym import Analyzer
 
@@ -35,8 +35,6 @@ N_COLUMNS = 18 * BUFFERS_PER_STORE + ARITH_INTENSITY_SAMPLES
 
 _READ, _WRITE, _READ_WRITE = 0, 1, 2
 _LOOP_READ, _SERIAL_READ_WRITE, _NO_REUSE = 0, 1, 2
-_FLOAT_OPS = (tirx.Add, tirx.Sub, tirx.Mul, tirx.Div, tirx.Mod, tirx.FloorDiv, tirx.FloorMod, tirx.Min,
-              tirx.Max, tirx.EQ, tirx.NE, tirx.LT, tirx.LE, tirx.GT, tirx.GE)
 
 # PerStoreFeature's preprocessing, less its own SimplifyForFeatureExtraction, whose removal of
 # unit loops the walk below does itself (its folding of load-free selects changes no access)
@@ -66,19 +64,6 @@ def _loads(e, out: list) -> None:
         _loads(c, out)
     if isinstance(e, TensorLoad):
         out.append(e)
-
-
-def _has_load(e) -> bool:
-    found: list = []
-    _loads(e, found)
-    return bool(found)
-
-
-def _float_ops(e) -> int:
-    if isinstance(e, tirx.Select) and not _has_load(e):
-        return 0  # PerStoreFeature folds a select without loads (constant matrices) to 1
-    own = isinstance(e, _FLOAT_OPS + (Call,)) and str(e.ty).startswith("float")
-    return int(own) + sum(_float_ops(c) for c in _children(e))
 
 
 def _coefficient(e, var: tirx.Var) -> int:
@@ -137,7 +122,8 @@ class _Access:
 
 
 class _Collector:
-    def __init__(self) -> None:
+    def __init__(self, float_ops: np.ndarray) -> None:
+        self.float_ops = float_ops  # per row, over the statement's whole loop nest
         self.loops: list[tirx.For] = []
         self.points: list[tirx.For] = []  # unit loops the extractor removes: their variable is the minimum
         self.touched_under: dict[int, dict[int, tuple[object, list[int]]]] = {}
@@ -166,7 +152,9 @@ class _Collector:
                 self.init(stmt)
             else:
                 # a buffer keeps the row of its first store and the values of its last
-                self.rows[hash(stmt.buffer)] = self.store(stmt)
+                key = hash(stmt.buffer)
+                self.rows[key] = self.store(stmt, self.float_ops[list(self.rows).index(key) if key in self.rows
+                                                                 else len(self.rows)])
         elif hasattr(stmt, "body"):
             self.visit(stmt.body)
 
@@ -217,7 +205,7 @@ class _Collector:
                 ana.bind(loop.loop_var, tvm.ir.Range.from_min_extent(loop.min, loop.extent))
         return ana
 
-    def store(self, store: tirx.BufferStore) -> np.ndarray:
+    def store(self, store: tirx.BufferStore, float_ops: float) -> np.ndarray:
         loops, accesses = self.loops, self.accesses(store)
         n = len(loops)
         extents = [_int(loop.extent) for loop in loops]
@@ -240,7 +228,7 @@ class _Collector:
         out = np.zeros(N_COLUMNS, np.float64)
         for k, s in enumerate(subs[:BUFFERS_PER_STORE]):
             out[18 * k: 18 * (k + 1)] = s["row"]
-        out[18 * BUFFERS_PER_STORE:] = self.curve(_float_ops(store.value), extents, touched_bytes)
+        out[18 * BUFFERS_PER_STORE:] = self.curve(float_ops / prod, extents, touched_bytes)
         return out
 
     def sub_feature(self, a: _Access, extents: list[int], prod: int, numel: int, access_shape: list[int],
@@ -320,7 +308,7 @@ class _Collector:
             _Collector.collect_vars(c, out)
 
     @staticmethod
-    def curve(ops_per_iteration: int, extents: list[int], touched_bytes: list[int]) -> list[float]:
+    def curve(ops_per_iteration: float, extents: list[int], touched_bytes: list[int]) -> list[float]:
         n = len(extents)
         memory = touched_bytes[::-1]  # innermost level first, as the compute below
         compute, total = [], float(ops_per_iteration)
@@ -344,10 +332,14 @@ class _Collector:
         return out
 
 
-def access_columns(func: tirx.PrimFunc) -> np.ndarray:
+def access_columns(func: tirx.PrimFunc, float_ops: np.ndarray) -> np.ndarray:
     """[n_statements, 100]: B0..B4 (18 each) and the arithmetic-intensity curve of every
-    statement, rows in PerStoreFeature's order (first non-constant store of each buffer)."""
+    statement, rows in PerStoreFeature's order (first non-constant store of each buffer).
+
+    float_ops: per row, the float operations PerStoreFeature counts for the statement over its
+    loop nest (after its own folding of constant matrices, which this module does not repeat).
+    """
     lowered = _PASSES(tvm.IRModule({"main": func}))["main"]
-    collector = _Collector()
+    collector = _Collector(float_ops)
     collector.visit(lowered.body)
     return np.array(list(collector.rows.values()), np.float32).reshape(-1, N_COLUMNS)

@@ -8,6 +8,10 @@ Ansor writes one all-zero row for a program its own lowering rejected (on GPU mo
 VerifyGPUCode under the record's hardware limits): such records are not compared but counted,
 and on GPU set against today's verify_gpu_code verdict on the replayed program.
 
+Each program is featurized twice: as ``featurize`` stores it (feature schema 1) and in the Ansor
+view (``per_store_features(..., ansor=True)``), which removes the differences docs/replay.md
+attributes to our side; both agreements are reported.
+
 Statements are matched by content, not by order: Ansor emits one row per written buffer in the
 iteration order of a pointer-keyed hash map, so its row order carries no meaning, and the two
 lowerings need not even produce the same number of rows. Rows are paired by a minimum-cost

@@ -321,11 +321,13 @@ class Replayer:
         self.refresh(stage)
 
     def attach_pending(self) -> None:
-        # consumers first: a stage's region is what its (already placed) consumers read
+        # consumers first: a stage's region is what its (already placed) consumers read. Each goes
+        # first in the loop body, so stages attached to one loop end up in stage order, as TE
+        # emits them (the order decides which accesses precede a statement in its loop)
         for stage in reversed(self.stages):
             if stage.pending_target is None or stage.inlined:
                 continue
-            self.sch.compute_at(self.block_of(stage), stage.pending_target, preserve_unit_loops=True)
+            self.sch.compute_at(self.block_of(stage), stage.pending_target, preserve_unit_loops=True, index=-2)
             stage.pending_target = None
             self.refresh(stage)
 
