@@ -18,6 +18,7 @@ the buffer finds serial reuse over three accesses where PerStoreFeature finds tw
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Iterator
 
@@ -128,6 +129,7 @@ class _Collector:
         self.points: list[tirx.For] = []  # unit loops the extractor removes: their variable is the minimum
         self.touched_under: dict[int, dict[int, tuple[object, list[int]]]] = {}
         self.rows: dict[int, np.ndarray] = {}  # buffer -> columns of its last non-constant store
+        self.row_of: dict[int, int] = {}  # buffer -> its row: the order of first stores
         self.guards: list = []  # conditions of the enclosing ifs
 
     def visit(self, stmt) -> None:
@@ -153,8 +155,8 @@ class _Collector:
             else:
                 # a buffer keeps the row of its first store and the values of its last
                 key = hash(stmt.buffer)
-                self.rows[key] = self.store(stmt, self.float_ops[list(self.rows).index(key) if key in self.rows
-                                                                 else len(self.rows)])
+                row = self.row_of.setdefault(key, len(self.row_of))
+                self.rows[key] = self.store(stmt, self.float_ops[row])
         elif hasattr(stmt, "body"):
             self.visit(stmt.body)
 
@@ -180,7 +182,7 @@ class _Collector:
         for d in range(len(a.indices[0])):
             bounds = [ana.const_int_bound(idx[d]) for idx in a.indices]
             dims.append(max(b.max_value for b in bounds) - min(b.min_value for b in bounds) + 1)
-        return (max(0, int(np.prod(dims))) if dims else 1), dims
+        return max(0, math.prod(dims)), dims
 
     def accesses(self, store: tirx.BufferStore) -> list[_Access]:
         by_buffer = {hash(store.buffer): _Access(store.buffer, _WRITE, [list(store.indices)])}
@@ -209,7 +211,7 @@ class _Collector:
         loops, accesses = self.loops, self.accesses(store)
         n = len(loops)
         extents = [_int(loop.extent) for loop in loops]
-        prod = int(np.prod(extents)) if extents else 1
+        prod = math.prod(extents)
         numel = {hash(a.buffer): 1 for a in accesses}
         shape_at_top = {hash(a.buffer): [1] * len(a.shape) for a in accesses}
         touched_bytes = [0] * n
@@ -250,7 +252,7 @@ class _Collector:
                 break
             i -= 1
         innermost_stride = stride if i == n - 1 else 0
-        non_strided = int(np.prod(extents[i + 1:])) if i + 1 < n else 1
+        non_strided = math.prod(extents[i + 1:])
 
         region_vars: set[int] = set()
         for idx in a.indices:
@@ -260,7 +262,7 @@ class _Collector:
         for j in range(n - 1, -1, -1):
             if hash(loops[j].loop_var) not in region_vars:
                 reuse, reuse_ct = _LOOP_READ, extents[j]
-                dis_iter = float(np.prod(extents[j + 1:])) if j + 1 < n else 1.0
+                dis_iter = float(math.prod(extents[j + 1:]))
                 if j == n - 1:
                     dis_bytes = float(top_touch_bytes)
                 else:
