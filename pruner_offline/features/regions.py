@@ -1,5 +1,5 @@
 """Buffer-access (B0..B4) and arithmetic-intensity columns of the per-store features, with the
-touched region of every loop level computed by a fresh analyzer.
+touched region of every loop level bounded correctly.
 
 PerStoreFeature bounds the region a statement touches below each of its loops with one analyzer:
 it first binds every loop variable to its loop's minimum, then re-binds the variables to their
@@ -8,7 +8,7 @@ its modular set, which keeps saying "exactly the minimum", so ``floormod(fused, 
 loop over [0, 392) is bounded to [0, 0]. Every index of a fused loop that goes through a floormod
 then touches one row where it touches the whole tensor, and the touched bytes, unique lines, reuse
 distances and the arithmetic-intensity curve built on them are off by the fused extent. Ansor
-builds a fresh analyzer per loop level, and so does this module.
+builds a fresh analyzer per loop level; this module binds in the order that cannot go stale.
 
 The columns are otherwise PerStoreFeature's (same sort of a statement's buffers, same approximate
 strides and ratios) but for one more difference it has from Ansor: a reduction's initial store,
@@ -170,8 +170,10 @@ class _Collector:
         shared = next((i for i, loop in enumerate(self.loops) if hash(loop.loop_var) in guard_vars),
                       len(self.loops))
         write = _Access(store.buffer, _WRITE, [list(store.indices)])
-        for i in range(shared - 1, -1, -1):
-            count = self.numel(write, self.analyzer(i))[0]
+        for i, ana in self.levels():
+            if i >= shared:
+                break
+            count = self.numel(write, ana)[0]
             self.touched_under.setdefault(hash(self.loops[i]), {}).setdefault(
                 hash(store.buffer), (store.buffer, []))[1].append(count)
 
@@ -195,17 +197,18 @@ class _Collector:
                 acc.indices.append(list(load.indices))
         return list(by_buffer.values())
 
-    def analyzer(self, level: int) -> Analyzer:
-        """Loops outside ``level`` at their minimum, ``level`` and inside over their range."""
+    def levels(self) -> Iterator[tuple[int, Analyzer]]:
+        """(level, analyzer with the loops outside ``level`` at their minimum and the others over
+        their range), outermost level first. One analyzer serves all levels because it only ever
+        narrows a range to a point; the other way round its modular set keeps the point."""
         ana = Analyzer()
         for loop in self.points:
             ana.bind(loop.loop_var, loop.min)
-        for j, loop in enumerate(self.loops):
-            if j < level:
-                ana.bind(loop.loop_var, loop.min)
-            else:
-                ana.bind(loop.loop_var, tvm.ir.Range.from_min_extent(loop.min, loop.extent))
-        return ana
+        for loop in self.loops:
+            ana.bind(loop.loop_var, tvm.ir.Range.from_min_extent(loop.min, loop.extent))
+        for level, loop in enumerate(self.loops):
+            yield level, ana
+            ana.bind(loop.loop_var, loop.min, allow_override=True)
 
     def store(self, store: tirx.BufferStore, float_ops: float) -> np.ndarray:
         loops, accesses = self.loops, self.accesses(store)
@@ -215,12 +218,12 @@ class _Collector:
         numel = {hash(a.buffer): 1 for a in accesses}
         shape_at_top = {hash(a.buffer): [1] * len(a.shape) for a in accesses}
         touched_bytes = [0] * n
-        for i in range(n - 1, -1, -1):
-            ana = self.analyzer(i)
+        for i, ana in self.levels():
             under = self.touched_under.setdefault(hash(loops[i]), {})
             for a in accesses:
                 count, dims = self.numel(a, ana)
-                numel[hash(a.buffer)], shape_at_top[hash(a.buffer)] = count, dims
+                if i == 0:
+                    numel[hash(a.buffer)], shape_at_top[hash(a.buffer)] = count, dims
                 touched_bytes[i] += count * a.dtype_bytes
                 under.setdefault(hash(a.buffer), (a.buffer, []))[1].append(count)
         top_touch_bytes = sum(a.dtype_bytes for a in accesses) if n else 0
