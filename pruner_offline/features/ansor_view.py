@@ -43,6 +43,10 @@ def ansor_view(func: tirx.PrimFunc) -> tirx.PrimFunc:
                          s_tir.SBlockRealize(realize.iter_values, realize.predicate, block), attrs=func.attrs)
 
 
+# marks a loop the view made serial that TE binds to this thread (regions.py still treats it as a
+# thread extent); PerStoreFeature ignores annotations it does not know
+THREAD_MARK = "ansor_view.thread"
+
 _PRAGMAS = ("pragma_auto_unroll_max_step", "pragma_unroll_explicit")
 
 
@@ -59,7 +63,11 @@ def _rewrite(stmt: tirx.Stmt, bound: frozenset[str], pragma: dict) -> tirx.Stmt:
             annotations = {**pragma, **annotations}
             pragma = {}
         body = _rewrite(stmt.body, bound | {tag} if tag else bound, pragma)
-        kind, binding = (tirx.ForKind.SERIAL, None) if tag in bound else (stmt.kind, stmt.thread_binding)
+        if tag in bound:
+            kind, binding = tirx.ForKind.SERIAL, None
+            annotations[THREAD_MARK] = tag
+        else:
+            kind, binding = stmt.kind, stmt.thread_binding
         if body.same_as(stmt.body) and binding is stmt.thread_binding and len(annotations) == len(stmt.annotations):
             return stmt
         return tirx.For(stmt.loop_var, stmt.min, stmt.extent, kind, body, binding, annotations)

@@ -11,9 +11,14 @@ distances and the arithmetic-intensity curve built on them are off by the fused 
 builds a fresh analyzer per loop level; this module binds in the order that cannot go stale.
 
 The columns are otherwise PerStoreFeature's (same sort of a statement's buffers, same approximate
-strides and ratios) but for one more difference it has from Ansor: a reduction's initial store,
-which neither gives a row, still counts in Ansor as an access of its buffer, so a later reader of
-the buffer finds serial reuse over three accesses where PerStoreFeature finds two.
+strides and ratios) but for two more differences it has from Ansor, which decide the serial-reuse
+values (docs/replay.md, #7 and #13):
+- a reduction's initial store, which neither gives a row, still counts in Ansor as an access of
+  its buffer, so a later reader of the buffer finds serial reuse over three accesses, not two;
+- Ansor keys the accesses under a loop by the loop node's address, and the node it makes for a
+  thread extent lives only while its body is visited: the next thread extent at the same depth
+  gets the same memory and inherits the accesses of its predecessor (the previous kernel's, or a
+  sibling shared-memory fetch's). ``_Collector.key`` reproduces that aliasing.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from tvm.ir.expr import Expr, TensorLoad
 from tvm.s_tir import transform as st
 from tvm.sym import Analyzer
 
+from .ansor_view import THREAD_MARK
 from .schema import ARITH_INTENSITY_SAMPLES, BUFFERS_PER_STORE
 
 CACHE_LINE_BYTES = 64
@@ -174,7 +180,7 @@ class _Collector:
             if i >= shared:
                 break
             count = self.numel(write, ana)[0]
-            self.touched_under.setdefault(hash(self.loops[i]), {}).setdefault(
+            self.touched_under.setdefault(self.key(i), {}).setdefault(
                 hash(store.buffer), (store.buffer, []))[1].append(count)
 
     @staticmethod
@@ -196,6 +202,16 @@ class _Collector:
             if acc.kind != _READ_WRITE:
                 acc.indices.append(list(load.indices))
         return list(by_buffer.values())
+
+    def key(self, level: int) -> object:
+        """The identity Ansor's extractor gives a loop. A thread extent becomes a loop node made
+        for its visit and freed after it, so the node of the next thread extent at the same depth
+        of thread extents reuses its memory, and its accesses pile up on those of its predecessor."""
+        loop = self.loops[level]
+        if loop.thread_binding is None and THREAD_MARK not in loop.annotations:
+            return hash(loop)
+        return ("thread", sum(1 for outer in self.loops[:level]
+                              if outer.thread_binding is not None or THREAD_MARK in outer.annotations))
 
     def levels(self) -> Iterator[tuple[int, Analyzer]]:
         """(level, analyzer with the loops outside ``level`` at their minimum and the others over
@@ -219,7 +235,7 @@ class _Collector:
         shape_at_top = {hash(a.buffer): [1] * len(a.shape) for a in accesses}
         touched_bytes = [0] * n
         for i, ana in self.levels():
-            under = self.touched_under.setdefault(hash(loops[i]), {})
+            under = self.touched_under.setdefault(self.key(i), {})
             for a in accesses:
                 count, dims = self.numel(a, ana)
                 if i == 0:
@@ -269,13 +285,13 @@ class _Collector:
                 if j == n - 1:
                     dis_bytes = float(top_touch_bytes)
                 else:
-                    dis_bytes = float(_touched_bytes(self.touched_under[hash(loops[j + 1])]))
+                    dis_bytes = float(_touched_bytes(self.touched_under[self.key(j + 1)]))
                 break
-            touched = self.touched_under[hash(loops[j])][hash(a.buffer)][1]
+            touched = self.touched_under[self.key(j)][hash(a.buffer)][1]
             if len(touched) >= 2:
                 reuse, reuse_ct = _SERIAL_READ_WRITE, len(touched) - 1
                 dis_iter = min(touched) / extents[j]
-                dis_bytes = _touched_bytes(self.touched_under[hash(loops[j])]) / extents[j]
+                dis_bytes = _touched_bytes(self.touched_under[self.key(j)]) / extents[j]
                 break
 
         nbytes = a.dtype_bytes * prod
