@@ -11,14 +11,16 @@ distances and the arithmetic-intensity curve built on them are off by the fused 
 builds a fresh analyzer per loop level; this module binds in the order that cannot go stale.
 
 The columns are otherwise PerStoreFeature's (same sort of a statement's buffers, same approximate
-strides and ratios) but for two more differences it has from Ansor, which decide the serial-reuse
-values (docs/replay.md, #7 and #13):
+strides and ratios) but for three more differences it has from Ansor (docs/replay.md, #7, #12, #13):
 - a reduction's initial store, which neither gives a row, still counts in Ansor as an access of
   its buffer, so a later reader of the buffer finds serial reuse over three accesses, not two;
 - Ansor keys the accesses under a loop by the loop node's address, and the node it makes for a
   thread extent lives only while its body is visited: the next thread extent at the same depth
   gets the same memory and inherits the accesses of its predecessor (the previous kernel's, or a
-  sibling shared-memory fetch's). ``_Collector.key`` reproduces that aliasing.
+  sibling shared-memory fetch's). ``_Collector.key`` reproduces that aliasing;
+- for a buffer's contiguous bytes (which divide its unique lines) Ansor compares the buffer's
+  shape with the region of the last buffer its hash map visits, not its own: the written buffer,
+  since that map visits in reverse insertion order, and the written buffer goes in first.
 """
 
 from __future__ import annotations
@@ -243,8 +245,9 @@ class _Collector:
                 touched_bytes[i] += count * a.dtype_bytes
                 under.setdefault(hash(a.buffer), (a.buffer, []))[1].append(count)
         top_touch_bytes = sum(a.dtype_bytes for a in accesses) if n else 0
-        subs = [self.sub_feature(a, extents, prod, numel[hash(a.buffer)], shape_at_top[hash(a.buffer)],
-                                 top_touch_bytes) for a in accesses]
+        written = shape_at_top[hash(store.buffer)]
+        subs = [self.sub_feature(a, extents, prod, numel[hash(a.buffer)], written, top_touch_bytes)
+                for a in accesses]
         subs.sort(key=lambda s: (-s["lines"], -s["bytes"], s["name"]))
         out = np.zeros(N_COLUMNS, np.float64)
         for k, s in enumerate(subs[:BUFFERS_PER_STORE]):
@@ -252,17 +255,17 @@ class _Collector:
         out[18 * BUFFERS_PER_STORE:] = self.curve(float_ops / prod, extents, touched_bytes)
         return out
 
-    def sub_feature(self, a: _Access, extents: list[int], prod: int, numel: int, access_shape: list[int],
+    def sub_feature(self, a: _Access, extents: list[int], prod: int, numel: int, written: list[int],
                     top_touch_bytes: int) -> dict:
         loops, n = self.loops, len(self.loops)
         shape = a.shape
         strides = [1] * len(shape)
         for d in range(len(shape) - 2, -1, -1):
             strides[d] = strides[d + 1] * shape[d + 1]
-        continuous = 1
-        for d in range(len(shape) - 1, -1, -1):
-            if access_shape[d] == shape[d]:
-                continuous = shape[d] * a.dtype_bytes
+        continuous = a.dtype_bytes
+        for d in range(min(len(written), len(shape)) - 1, -1, -1):
+            if written[d] == shape[d]:
+                continuous *= written[d]
                 break
         stride, i = 0, n - 1
         while i >= 0:
