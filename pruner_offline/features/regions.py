@@ -45,13 +45,18 @@ N_COLUMNS = 18 * BUFFERS_PER_STORE + ARITH_INTENSITY_SAMPLES
 _READ, _WRITE, _READ_WRITE = 0, 1, 2
 _LOOP_READ, _SERIAL_READ_WRITE, _NO_REUSE = 0, 1, 2
 
-# PerStoreFeature's preprocessing, less its own SimplifyForFeatureExtraction, whose removal of
-# unit loops the walk below does itself (its folding of load-free selects changes no access)
-_PASSES = tvm.transform.Sequential([
-    st.RemoveWeightLayoutRewriteBlock(True), st.LowerCrossThreadReduction(), st.LowerInitBlock(),
-    st.PlanAndUpdateBufferAllocationLocation(), st.ConvertBlocksToOpaque(), st.CompactBufferAllocation(),
-    st.StmtSimplify(), st.LowerAutoCopy(), st.UnifyThreadBinding(), st.LowerMatchBuffer(), st.StmtSimplify(),
-])
+def lowered_as_per_store_feature(func: tirx.PrimFunc, simplify: bool = True) -> tirx.PrimFunc:
+    """``func`` after PerStoreFeature's own preprocessing, less its SimplifyForFeatureExtraction
+    (not exposed to Python): its removal of unit loops is left to the caller's walk, its folding
+    of load-free selects changes no access. ``simplify=False`` also leaves out the two Simplify
+    passes, as the TIR walk of feature schema 1 was defined."""
+    simplified = [st.StmtSimplify()] if simplify else []
+    passes = tvm.transform.Sequential([
+        st.RemoveWeightLayoutRewriteBlock(True), st.LowerCrossThreadReduction(), st.LowerInitBlock(),
+        st.PlanAndUpdateBufferAllocationLocation(), st.ConvertBlocksToOpaque(), st.CompactBufferAllocation(),
+        *simplified, st.LowerAutoCopy(), st.UnifyThreadBinding(), st.LowerMatchBuffer(), *simplified,
+    ])
+    return passes(tvm.IRModule({"main": func}))["main"]
 
 
 def _slog(x: float) -> float:
@@ -363,7 +368,7 @@ def access_columns(func: tirx.PrimFunc, float_ops: np.ndarray) -> np.ndarray:
     float_ops: per row, the float operations PerStoreFeature counts for the statement over its
     loop nest (after its own folding of constant matrices, which this module does not repeat).
     """
-    lowered = _PASSES(tvm.IRModule({"main": func}))["main"]
+    lowered = lowered_as_per_store_feature(func)
     collector = _Collector(float_ops)
     collector.visit(lowered.body)
     return np.array(list(collector.rows.values()), np.float32).reshape(-1, N_COLUMNS)
