@@ -5,15 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import tvm
 from tvm import s_tir, tirx
-from tvm.s_tir import transform as st
 
 from .dataflow import dataflow_pattern
 from .devices import DeviceConstants, device_for
 from .draft_score import analytic_score
 from .op_tag import op_tag_embedding
 from .per_store import per_store_features
+from .regions import lowered_as_per_store_feature
 from .schema import FEATURE_SCHEMA_VERSION
 from .symbols import psa_symbols
 from .tir_walk import WalkResult, walk
@@ -32,23 +31,12 @@ class FeatureAlignmentError(ValueError):
     """The TIR walk and PerStoreFeature disagree on the statements of a program."""
 
 
-def _lowered_for_features(func: tirx.PrimFunc) -> tirx.PrimFunc:
-    # The structural part of PerStoreFeature's own preprocessing: it can add statements (cross-thread
-    # reduction buffers) or drop some (weight layout rewrites), which the walk then sees as the
-    # extractor does. Only needed when the walk of the scheduled TIR disagrees, so built on demand.
-    passes = tvm.transform.Sequential([
-        st.RemoveWeightLayoutRewriteBlock(True), st.LowerCrossThreadReduction(), st.LowerInitBlock(),
-        st.PlanAndUpdateBufferAllocationLocation(), st.ConvertBlocksToOpaque(),
-        st.CompactBufferAllocation(), st.LowerAutoCopy(), st.UnifyThreadBinding(),
-        st.LowerMatchBuffer(),
-    ])
-    return passes(tvm.IRModule({"main": func}))["main"]
-
-
 def _aligned_walk(func: tirx.PrimFunc, n_rows: int) -> WalkResult:
     walked = walk(func)
     if len(walked.rows) != n_rows:
-        walked = walk(_lowered_for_features(func))
+        # PerStoreFeature's preprocessing can add statements (cross-thread reduction buffers) or
+        # drop some (weight layout rewrites), which the walk then sees as the extractor does
+        walked = walk(lowered_as_per_store_feature(func, simplify=False))
     if len(walked.rows) != n_rows:
         raise FeatureAlignmentError(
             f"PerStoreFeature found {n_rows} statements, the TIR walk {len(walked.rows)}")

@@ -48,9 +48,26 @@ class BuiltCompute:
     args: tuple[te.Tensor, ...]  # the PrimFunc's parameters, in the task's tensor order
 
 
+def stage_names(graph: g.ComputeGraph) -> list[str]:
+    """One distinct name per op, in stage order: the op's own unless an earlier op took it.
+    TOPI names every broadcast ``T_add``, so a fused residual chain holds two ``T_add`` stages;
+    the replay finds each stage's block by this name, so it must not be ambiguous."""
+    taken: set[str] = set()
+    names = []
+    for op in graph.ops:
+        name, n = op.name, 0
+        while name in taken:
+            n += 1
+            name = f"{op.name}_{n}"
+        taken.add(name)
+        names.append(name)
+    return names
+
+
 class _Builder:
     def __init__(self, graph: g.ComputeGraph):
         self.graph = graph
+        self.names = stage_names(graph)
         self.tensors: list[te.Tensor] = []
         self.vars: dict[int, tirx.Var] = {}
         self.analyzer = Analyzer()
@@ -119,8 +136,9 @@ class _Builder:
         return {"layout_free_placeholders": free} if free else {}
 
     def operation(self, op: g.Operation) -> te.Tensor:
+        name = self.names[len(self.tensors)]
         if isinstance(op, g.PlaceholderOp):
-            return te.placeholder(op.shape, op.dtype, op.name)
+            return te.placeholder(op.shape, op.dtype, name)
         if len(op.body) != 1:
             raise ComputeBuildError(f"{op.name}: multi-output compute is not supported")
         def body(*idx: tirx.Var) -> tirx.PrimExpr:
@@ -129,7 +147,7 @@ class _Builder:
             return self.expr(op.body[0])
 
         shape = [self.bound(a.extent) for a in op.axes]
-        return te.compute(shape, body, name=op.name, tag=op.tag, attrs=self.attrs(op),
+        return te.compute(shape, body, name=name, tag=op.tag, attrs=self.attrs(op),
                           varargs_names=[a.var.name for a in op.axes])
 
 

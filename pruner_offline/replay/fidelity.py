@@ -8,6 +8,10 @@ Ansor writes one all-zero row for a program its own lowering rejected (on GPU mo
 VerifyGPUCode under the record's hardware limits): such records are not compared but counted,
 and on GPU set against today's verify_gpu_code verdict on the replayed program.
 
+Each program is featurized twice: as ``featurize`` stores it (feature schema 1) and in the Ansor
+view (``per_store_features(..., ansor=True)``), which removes the differences docs/replay.md
+attributes to our side; both agreements are reported.
+
 Statements are matched by content, not by order: Ansor emits one row per written buffer in the
 iteration order of a pointer-keyed hash map, so its row order carries no meaning, and the two
 lowerings need not even produce the same number of rows. Rows are paired by a minimum-cost
@@ -115,14 +119,9 @@ def match_statements(ours: np.ndarray, theirs: np.ndarray, slots: np.ndarray,
 
 
 @dataclass
-class Tally:
-    """Counts for one target kind."""
+class Agreement:
+    """Paired-statement agreement of one feature view with Ansor's rows."""
 
-    programs: int = 0
-    replayed: int = 0
-    no_oracle: int = 0
-    ansor_rejected: int = 0  # Ansor extracted no features: its lowering refused the program
-    gpu_verdicts: Counter = field(default_factory=Counter)  # (Ansor accepts, we accept) -> programs
     count_match: int = 0
     all_agree: int = 0  # programs whose every paired value agrees and counts match
     statements_ours: int = 0
@@ -130,7 +129,6 @@ class Tally:
     statements_paired: int = 0
     agree: Optional[np.ndarray] = None  # per feature: paired values that agree
     total: Optional[np.ndarray] = None  # per feature: paired values
-    failures: Counter = field(default_factory=Counter)
 
     def add(self, ours: np.ndarray, theirs: np.ndarray, names: tuple[str, ...], tol: float) -> None:
         if self.agree is None:
@@ -163,6 +161,29 @@ class Tally:
         order = np.argsort(rate, kind="stable")[:k]
         return [(names[i], round(float(rate[i]), 4)) for i in order if rate[i] < 1]
 
+    def to_json(self, names: tuple[str, ...], worst: int) -> dict:
+        return {
+            "statement_count_match": self.count_match, "all_values_agree": self.all_agree,
+            "statements": {"ours": self.statements_ours, "ansor": self.statements_ansor,
+                           "paired": self.statements_paired},
+            "group_agreement": self.group_agreement(names),
+            "worst_features": self.worst_features(names, worst),
+        }
+
+
+@dataclass
+class Tally(Agreement):
+    """Counts for one target kind; its own agreement is that of the stored features (the scheduled
+    TIR, feature schema 1), ``ansor_view``'s that of features/ansor_view.py."""
+
+    programs: int = 0
+    replayed: int = 0
+    no_oracle: int = 0
+    ansor_rejected: int = 0  # Ansor extracted no features: its lowering refused the program
+    gpu_verdicts: Counter = field(default_factory=Counter)  # (Ansor accepts, we accept) -> programs
+    failures: Counter = field(default_factory=Counter)
+    ansor_view: Agreement = field(default_factory=Agreement)
+
 
 @dataclass
 class FidelityReport:
@@ -178,11 +199,8 @@ class FidelityReport:
                 "ansor_rejected": t.ansor_rejected,
                 "gpu_verdicts": {f"ansor_{'ok' if a else 'rejects'}/ours_{'ok' if b else 'rejects'}": n
                                  for (a, b), n in sorted(t.gpu_verdicts.items())},
-                "statement_count_match": t.count_match, "all_values_agree": t.all_agree,
-                "statements": {"ours": t.statements_ours, "ansor": t.statements_ansor,
-                               "paired": t.statements_paired},
-                "group_agreement": t.group_agreement(self.feature_names),
-                "worst_features": t.worst_features(self.feature_names, worst),
+                **t.to_json(self.feature_names, worst),
+                "ansor_view": t.ansor_view.to_json(self.feature_names, worst),
                 "failures": dict(t.failures.most_common()),
             }
         return out
@@ -231,29 +249,35 @@ def check_replay(dataset: Path, sample: int = 0, tol: float = 0.05,
             if not ansor_ok:
                 tally.ansor_rejected += 1
                 continue
-            tally.add(per_store_features(result.mod["main"], rec.target_kind), theirs, oracle.feature_names, tol)
+            func = result.mod["main"]
+            tally.add(per_store_features(func, rec.target_kind), theirs, oracle.feature_names, tol)
+            tally.ansor_view.add(per_store_features(func, rec.target_kind, ansor=True), theirs,
+                                 oracle.feature_names, tol)
     return report
 
 
 def format_table(report: FidelityReport, worst: int = 10) -> str:
+    """Counts per target kind, then agreement in two columns per kind: the stored features
+    (schema 1, the scheduled TIR) and the Ansor view of the same programs."""
     kinds = sorted(report.by_target)
     tallies = [report.by_target[k] for k in kinds]
-    agreements = [t.group_agreement(report.feature_names) for t in tallies]
+    views = [(t, a) for t in tallies for a in (t, t.ansor_view)]
     width = 14
-    lines = [f"{'':<22}" + "".join(f"{k:>{width}}" for k in kinds)]
+    lines = [f"{'':<22}" + "".join(f"{k:>{2 * width}}" for k in kinds),
+             f"{'':<22}" + f"{'stored':>{width}}{'ansor view':>{width}}" * len(kinds)]
 
     def row(label: str, cells: list[str]) -> None:
         lines.append(f"{label:<22}" + "".join(f"{c:>{width}}" for c in cells))
 
-    row("programs", [str(t.programs) for t in tallies])
-    row("replayed", [str(t.replayed) for t in tallies])
-    row("no oracle row", [str(t.no_oracle) for t in tallies])
-    row("ansor rejected", [str(t.ansor_rejected) for t in tallies])
-    compared = [max(t.replayed - t.ansor_rejected, 1) for t in tallies]
-    row("stmt counts match", [f"{t.count_match} ({t.count_match / n:.1%})" for t, n in zip(tallies, compared)])
-    row("all values agree", [f"{t.all_agree} ({t.all_agree / n:.1%})" for t, n in zip(tallies, compared)])
-    row("stmts ours/ansor", [f"{t.statements_ours}/{t.statements_ansor}" for t in tallies])
+    for label, count in (("programs", "programs"), ("replayed", "replayed"), ("no oracle row", "no_oracle"),
+                         ("ansor rejected", "ansor_rejected")):
+        row(label, [c for t in tallies for c in (str(getattr(t, count)), "")])
+    compared = [max(t.replayed - t.ansor_rejected, 1) for t, _ in views]
+    row("stmt counts match", [f"{a.count_match} ({a.count_match / n:.1%})" for (_, a), n in zip(views, compared)])
+    row("all values agree", [f"{a.all_agree} ({a.all_agree / n:.1%})" for (_, a), n in zip(views, compared)])
+    row("stmts ours/ansor", [f"{a.statements_ours}/{a.statements_ansor}" for _, a in views])
     lines.append(f"agreement per group (|ours - ansor| <= {report.tol}, paired statements)")
+    agreements = [a.group_agreement(report.feature_names) for _, a in views]
     for g in GROUPS:
         row(f"  {g}", ["-" if a[g] is None else f"{a[g]:.1%}" for a in agreements])
     for kind, t in zip(kinds, tallies):
@@ -261,9 +285,11 @@ def format_table(report: FidelityReport, worst: int = 10) -> str:
             lines.append(f"{kind}: GPU verdicts (Ansor's lowering vs our verify_gpu_code): " + ", ".join(
                 f"ansor {'ok' if a else 'rejects'} / ours {'ok' if b else 'rejects'}: {n}"
                 for (a, b), n in sorted(t.gpu_verdicts.items())))
-        worst_list = t.worst_features(report.feature_names, worst)
-        if worst_list:
-            lines.append(f"{kind}: least agreeing features: " + ", ".join(f"{n} {r:.0%}" for n, r in worst_list))
+        for label, agreement in (("stored", t), ("ansor view", t.ansor_view)):
+            worst_list = agreement.worst_features(report.feature_names, worst)
+            if worst_list:
+                lines.append(f"{kind} ({label}): least agreeing features: "
+                             + ", ".join(f"{n} {r:.0%}" for n, r in worst_list))
         if t.failures:
             lines.append(f"{kind}: failures: " + ", ".join(f"{r}: {n}" for r, n in t.failures.most_common()))
     return "\n".join(lines)

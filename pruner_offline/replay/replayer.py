@@ -28,6 +28,7 @@ from tvm import s_tir, tirx
 
 from ..tenset import steps as st
 from ..tenset.te_graph import ComputeGraph, PlaceholderOp
+from .compute import stage_names
 from .unchecked import UncheckedSchedule
 
 _THREAD_TAGS = {
@@ -38,6 +39,9 @@ _THREAD_TAGS = {
 }
 
 _KIND_ANNOTATIONS = (st.Annotation.UNROLL, st.Annotation.VECTORIZE, st.Annotation.PARALLEL)
+
+# the loop annotations a PR step writes
+_PRAGMA_KEYS = ("pragma_auto_unroll_max_step", "pragma_unroll_explicit")
 
 _LOOP_STEPS = (st.SplitStep, st.FollowSplitStep, st.FollowFusedSplitStep, st.ReorderStep,
                st.FuseStep, st.AnnotationStep, st.PragmaStep)
@@ -81,12 +85,12 @@ class Replayer:
         self.sch = UncheckedSchedule(s_tir.Schedule(func, debug_mask=0))
         self.steps = steps
         self.stages: list[_Stage] = []
-        for op in graph.ops:
+        for op, name in zip(graph.ops, stage_names(graph)):
             if isinstance(op, PlaceholderOp):
-                self.stages.append(_Stage(op.name, None))
+                self.stages.append(_Stage(name, None))
             else:
-                block = self.sch.get_sblock(op.name)
-                self.stages.append(_Stage(op.name, block, self._root_loops(block)))
+                block = self.sch.get_sblock(name)
+                self.stages.append(_Stage(name, block, self._root_loops(block)))
 
     # ------------------------------------------------------------ loops of fresh blocks
 
@@ -146,11 +150,24 @@ class Replayer:
             self.attach_pending()
         except Exception as exc:
             raise ReplayError("CA rejected by TIR", _first_line(exc)) from None
+        self.drop_thread_pragmas()
         try:
             self.infer_storage_scopes()
         except Exception as exc:
             raise ReplayError("storage scope rejected by TIR", _first_line(exc)) from None
         return self.sch.mod
+
+    def drop_thread_pragmas(self) -> None:
+        """TE emits an iterator's pragmas only where it makes a loop, never for one bound to a
+        thread: Ansor's unroll pragma on a fused blockIdx iterator has no effect on its program."""
+        for stage in self.stages:
+            if stage.block is None or stage.inlined:
+                continue
+            for loop in self.sch.get_loops(stage.block):
+                for key in _PRAGMA_KEYS:
+                    node = self.sch.get(loop)  # the loop's node changes with every unannotate
+                    if node.thread_binding is not None and key in node.annotations:
+                        self.sch.unannotate(loop, key)
 
     def infer_storage_scopes(self) -> None:
         """TE gives a stage attached inside a kernel the scope of its innermost thread binding
@@ -268,8 +285,8 @@ class Replayer:
             if depth is None:
                 raise ReplayError("unsupported pragma", step.pragma.split("$")[0])
             # the annotations MetaSchedule's RewriteUnroll writes; lowering's UnrollLoop reads them
-            sch.annotate(loop, "pragma_auto_unroll_max_step", depth)
-            sch.annotate(loop, "pragma_unroll_explicit", 1)
+            for key, value in zip(_PRAGMA_KEYS, (depth, 1)):
+                sch.annotate(loop, key, value)
 
     def annotate(self, loop: s_tir.LoopRV, ann: st.Annotation) -> None:
         if ann == st.Annotation.NONE:
@@ -304,11 +321,13 @@ class Replayer:
         self.refresh(stage)
 
     def attach_pending(self) -> None:
-        # consumers first: a stage's region is what its (already placed) consumers read
+        # consumers first: a stage's region is what its (already placed) consumers read. Each goes
+        # first in the loop body, so stages attached to one loop end up in stage order, as TE
+        # emits them (the order decides which accesses precede a statement in its loop)
         for stage in reversed(self.stages):
             if stage.pending_target is None or stage.inlined:
                 continue
-            self.sch.compute_at(self.block_of(stage), stage.pending_target, preserve_unit_loops=True)
+            self.sch.compute_at(self.block_of(stage), stage.pending_target, preserve_unit_loops=True, index=-2)
             stage.pending_target = None
             self.refresh(stage)
 
