@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 import numpy as np
@@ -12,10 +11,10 @@ from typing import Optional, Sequence
 
 from tqdm import tqdm
 
+from .errors import BadInput, crash_log, dumps
 from .models.registry import MODEL_NAMES
-from .store.schema import StoreError
-from .training.export import ModelFileError
-from .tenset.dataset import DatasetError, DatasetSummary, discover, load_task_index, summarize
+from .tenset.dataset import DatasetSummary, discover, load_task_index, summarize
+from .tenset.splits import SplitError, parse_split
 
 
 def _print_summary(s: DatasetSummary) -> None:
@@ -59,8 +58,41 @@ def cmd_info(args: argparse.Namespace) -> int:
         summary = summarize(layout, index, on_file=progress)
     _print_summary(summary)
     if args.json:
-        print(json.dumps(summary.to_json(), sort_keys=True))
+        print(dumps(summary.to_json(), sort_keys=True))
     return 0
+
+
+def _int_from(low: int):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, not {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low}, not {value}")
+        return value
+    return parse
+
+
+def _number_in(low: float, high: float, low_open: bool = False, high_open: bool = False):
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, not {text!r}") from None
+        if not ((low < value if low_open else low <= value) and (value < high if high_open else value <= high)):
+            raise argparse.ArgumentTypeError(
+                f"must lie in {'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}, not {text}")
+        return value
+    return parse
+
+
+def _split(text: str) -> str:
+    try:
+        parse_split(text)
+    except SplitError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
 
 
 def _shard(text: str) -> tuple[int, int]:
@@ -88,8 +120,11 @@ def cmd_featurize(args: argparse.Namespace) -> int:
     print(f"records            {report.records}  (replayed {report.replayed}, failed {report.failed})")
     for reason, n in report.failure_reasons.items():
         print(f"  {reason}: {n}")
+    print(f"unreadable lines   {report.bad_lines}")
+    for example in report.examples:
+        print(f"  {example}")
     print(f"time               {report.seconds:.1f} s  ({report.records_per_second:.1f} records/s)")
-    print(json.dumps(report.to_json(), sort_keys=True))
+    print(dumps(report.to_json(), sort_keys=True))
     return 0
 
 
@@ -112,7 +147,7 @@ def cmd_check_replay(args: argparse.Namespace) -> int:
             return 2
     print(format_table(report))
     if args.json:
-        print(json.dumps(report.to_json(), sort_keys=True))
+        print(dumps(report.to_json(), sort_keys=True))
     return 0
 
 
@@ -123,6 +158,8 @@ def ensure_store(data: Path, cache: Path, jobs: int, quiet: bool, gpu: str = "k8
     """A feature store for ``data``: the file itself, or the dataset featurized into ``cache`` once."""
     if data.is_file():
         return data
+    if not data.is_dir():
+        raise BadInput(f"{data}: no such store file or dataset directory")
     from .featurize import FeaturizeSettings, run_featurize
 
     settings = FeaturizeSettings(dataset=str(data.resolve()), gpu=gpu, cpu=cpu)
@@ -175,7 +212,7 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
         where = r["checkpoint"] or "no checkpoint (scikit-learn models are not saved: loading them would need pickle)"
         print(f"{model}: {where}")
     if args.json:
-        print(json.dumps(results, sort_keys=True))
+        print(dumps(results, sort_keys=True))
     return 0
 
 
@@ -191,7 +228,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     for png in plot_evaluation(ev, dm, out / f"evaluate_{name}", name):
         print(f"plot: {png}")
     if args.json:
-        print(json.dumps(ev.to_json(), sort_keys=True))
+        print(dumps(ev.to_json(), sort_keys=True))
     return 0
 
 
@@ -207,7 +244,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         if "skipped" in r:
             print(f"{name}: skipped, {r['skipped']}")
     if args.json:
-        print(json.dumps(results, sort_keys=True))
+        print(dumps(results, sort_keys=True))
     return 0
 
 
@@ -218,7 +255,7 @@ def cmd_adapt(args: argparse.Namespace) -> int:
     from .adapt.simulate import held_out_rows, plot_curves, simulate, tuning_order
     from .store.reader import FeatureStore
     from .tenset.dataset import discover, load_task_index
-    from .training.export import load_model
+    from .training.export import check_schema, load_model
 
     module, _ = load_model(args.checkpoint)
     cfg = AdaptConfig(momentum=args.momentum, round_size=args.round, retrain_every=args.retrain_every,
@@ -226,22 +263,25 @@ def cmd_adapt(args: argparse.Namespace) -> int:
     methods = list(METHODS) if args.method == "all" else [args.method]
     device = args.gpu if args.target == "cuda" else args.cpu
     if args.follow:
+        from .features import FEATURE_SCHEMA_VERSION
+
         if len(methods) != 1 or args.tasks is None or args.save is None:
-            raise SystemExit("pruner-train adapt --follow needs one --method, --tasks DATASET (its task pickles) "
-                             "and --save MODEL.pt")
+            raise BadInput("adapt --follow needs one --method, --tasks DATASET (its task pickles) and --save MODEL.pt")
+        check_schema(args.checkpoint, module, str(FEATURE_SCHEMA_VERSION))
         st = follow(module, args.records, load_task_index(discover(args.tasks)), args.target, device, methods[0],
                     cfg, args.save, save_every=args.save_every, idle_timeout=args.idle_timeout,
                     max_records=args.max_records, on_event=lambda msg: print(msg, file=sys.stderr))
-        print(json.dumps({"online_records": st.online, "rounds": st.rounds, "lines": st.lines,
+        print(dumps({"online_records": st.online, "rounds": st.rounds, "lines": st.lines,
                           "skipped": st.skipped, "model": str(args.save)}))
         return 0
     stores = [ensure_store(p, args.cache, args.jobs, args.quiet, gpu=args.gpu, cpu=args.cpu)
               for p in [args.records] + ([args.eval] if args.eval else [])]
     for store in stores:
+        check_schema(args.checkpoint, module, _store_schema(store))
         data = FeatureStore(store).load()
         kinds = {k.rpartition("|")[2] for k in data.task_keys}
         if kinds - {args.target}:
-            raise SystemExit(f"pruner-train: {store} holds {', '.join(sorted(kinds))} records, but --target is "
+            raise BadInput(f"{store} holds {', '.join(sorted(kinds))} records, but --target is "
                              f"{args.target}: adapt to the device the records were measured on")
     online = FeatureStore(stores[0]).load()
     order = tuning_order(online)
@@ -265,7 +305,7 @@ def cmd_adapt(args: argparse.Namespace) -> int:
         plot_curves(curves, png, f"adapting {args.checkpoint.name} on {args.records.name}")
         print(f"plot: {png}")
     if args.json:
-        print(json.dumps({m: [{k: p[k] for k in ("online_records", "peak@1", "peak@5")} for p in pts]
+        print(dumps({m: [{k: p[k] for k in ("online_records", "peak@1", "peak@5")} for p in pts]
                           for m, pts in curves.items()}))
     return 0
 
@@ -295,10 +335,10 @@ def _data_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", type=Path, default=BUNDLED_DATASET,
                    help="a TenSet dataset directory (featurized on first use) or a feature store .h5 "
                         "(default: the bundled tenset-mini)")
-    p.add_argument("--split", default="within_task",
+    p.add_argument("--split", type=_split, default="within_task",
                    help="within_task[:F] | by_task[:F[:SEED]] | holdout:all_five | holdout:NET,NET")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--jobs", type=int, default=2, help="featurization workers when --data is a directory")
+    p.add_argument("--seed", type=_int_from(0), default=0)
+    p.add_argument("--jobs", type=_int_from(1), default=2, help="featurization workers when --data is a directory")
     p.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     p.add_argument("--quiet", action="store_true")
 
@@ -317,7 +357,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dataset", type=Path)
     p.add_argument("--out", type=Path, required=True, help="store to write (FILE.h5); FILE.h5.parts/ holds "
                    "the work of an interrupted run, which the same command resumes")
-    p.add_argument("--jobs", type=int, default=1, help="worker processes")
+    p.add_argument("--jobs", type=_int_from(1), default=1, help="worker processes")
     p.add_argument("--shard", type=_shard, default=(0, 1), help="i/N: featurize every N-th record file")
     p.add_argument("--device", help="only measure_records/DEVICE/")
     p.add_argument("--include-unmeasured", action="store_true", help="also to_measure_programs/ (labels NaN)")
@@ -330,7 +370,7 @@ def build_parser() -> argparse.ArgumentParser:
     _data_args(p)
     p.add_argument("--model", nargs="+", default=["pacm", "draft"], choices=MODEL_NAMES)
     p.add_argument("--out", type=Path, default=Path("runs/pretrain"), help="run directory (resumes if present)")
-    p.add_argument("--max-epochs", type=int, help="override the recipe's 50")
+    p.add_argument("--max-epochs", type=_int_from(1), help="override the recipe's 50")
     p.add_argument("--accelerator", help="cpu, gpu, auto, ... (Lightning)")
     p.add_argument("--devices", help="e.g. 1, 4, auto (Lightning)")
     p.add_argument("--strategy", help="e.g. ddp (Lightning)")
@@ -348,14 +388,14 @@ def build_parser() -> argparse.ArgumentParser:
     _data_args(p)
     p.add_argument("--models", nargs="+", default=list(MODEL_NAMES), choices=MODEL_NAMES)
     p.add_argument("--out", type=Path, default=Path("runs/compare"))
-    p.add_argument("--max-epochs", type=int)
+    p.add_argument("--max-epochs", type=_int_from(1))
     p.set_defaults(func=cmd_compare)
 
     p = sub.add_parser("check-replay", help="compare replayed programs' per-store features with the "
                        "dataset's oracle/ (Ansor's own), per feature group")
     p.add_argument("dataset", type=Path)
-    p.add_argument("--sample", type=int, default=0, help="records per record file, evenly spaced (0: all)")
-    p.add_argument("--tol", type=float, default=0.05, help="agreement tolerance on the log-scaled values")
+    p.add_argument("--sample", type=_int_from(0), default=0, help="records per record file, evenly spaced (0: all)")
+    p.add_argument("--tol", type=_number_in(0, float("inf"), low_open=True), default=0.05, help="agreement tolerance on the log-scaled values")
     p.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_check_replay)
@@ -368,25 +408,25 @@ def build_parser() -> argparse.ArgumentParser:
                         "or with --follow a TenSet record file being written")
     p.add_argument("--method", default="moa", choices=("moa", "finetune", "scratch", "frozen", "all"))
     p.add_argument("--eval", type=Path, help="held-out records (same kinds as --records) scored as adaptation goes")
-    p.add_argument("--eval-fraction", type=float, default=0.0,
+    p.add_argument("--eval-fraction", type=_number_in(0, 1, high_open=True), default=0.0,
                    help="without --eval: hold out the last FRACTION of each task's records for scoring")
-    p.add_argument("--round", type=int, default=10, help="programs measured per round")
-    p.add_argument("--retrain-every", type=int, default=4, help="rounds between retrains")
-    p.add_argument("--momentum", type=float, default=0.99)
-    p.add_argument("--epochs", type=int, default=20, help="epochs over the online records per retrain")
-    p.add_argument("--eval-every", type=int, default=50, help="online records between held-out scores")
+    p.add_argument("--round", type=_int_from(1), default=10, help="programs measured per round")
+    p.add_argument("--retrain-every", type=_int_from(1), default=4, help="rounds between retrains")
+    p.add_argument("--momentum", type=_number_in(0, 1), default=0.99)
+    p.add_argument("--epochs", type=_int_from(1), default=20, help="epochs over the online records per retrain")
+    p.add_argument("--eval-every", type=_int_from(1), default=50, help="online records between held-out scores")
     p.add_argument("--gpu", default="h200", help="device constants of the GPU adapted to (--target cuda)")
     p.add_argument("--cpu", default="epyc-7452", help="device constants of the CPU adapted to (--target llvm)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--seed", type=_int_from(0), default=0)
+    p.add_argument("--jobs", type=_int_from(1), default=2)
     p.add_argument("--cache", type=Path, default=Path("runs/features"))
     p.add_argument("--out", type=Path, default=Path("runs/adapt"), help="where the curves PNG goes")
     p.add_argument("--follow", action="store_true", help="tail --records while a tuning run appends to it")
     p.add_argument("--tasks", type=Path, help="with --follow: the TenSet dataset whose network_info has the tasks")
     p.add_argument("--save", type=Path, help="with --follow: the adapted model file, replaced atomically")
-    p.add_argument("--save-every", type=int, default=1, help="with --follow: rounds between saves")
-    p.add_argument("--idle-timeout", type=float, default=30.0, help="with --follow: stop after this long idle")
-    p.add_argument("--max-records", type=int, help="with --follow: stop after this many online records")
+    p.add_argument("--save-every", type=_int_from(1), default=1, help="with --follow: rounds between saves")
+    p.add_argument("--idle-timeout", type=_number_in(0, float("inf"), low_open=True), default=30.0, help="with --follow: stop after this long idle")
+    p.add_argument("--max-records", type=_int_from(1), help="with --follow: stop after this many online records")
     p.add_argument("--json", action="store_true")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_adapt)
@@ -397,21 +437,21 @@ def build_parser() -> argparse.ArgumentParser:
     what.add_argument("--workload", help="a built-in workload: matmul, conv2d, conv2d-nhwc, dense, batch-matmul, matmul-small")
     what.add_argument("--module", type=Path, help="a TIR module: TVMScript, or TVM's JSON (.json)")
     p.add_argument("--target", choices=["llvm", "cuda"], default="llvm", help="cuda needs a visible GPU to measure on")
-    p.add_argument("--trials", type=int, required=True)
+    p.add_argument("--trials", type=_int_from(1), required=True)
     p.add_argument("--cost-model", choices=["pruner", "xgb", "mlp", "random"], default="pruner")
     p.add_argument("--checkpoint", type=Path, help="pruner: PaCM model file (without it, the draft order alone); "
                    "mlp: a TenSet-MLP model file (required)")
     p.add_argument("--draft", type=Path, help="pruner: learned draft model file (default: the analytic draft score)")
-    p.add_argument("--verify-fraction", type=float, default=0.2, help="pruner: share of candidates PaCM re-ranks")
-    p.add_argument("--online-epochs", type=int, default=0,
+    p.add_argument("--verify-fraction", type=_number_in(0, 1, low_open=True), default=0.2, help="pruner: share of candidates PaCM re-ranks")
+    p.add_argument("--online-epochs", type=_int_from(0), default=0,
                    help="pruner: retrain PaCM on the programs measured so far, this many epochs after each batch")
     p.add_argument("--online-method", choices=("retrain", "moa"), default="retrain",
                    help="with --online-epochs: plain retraining of a copy, or MoA (momentum online adaptation)")
     p.add_argument("--work-dir", type=Path, required=True)
-    p.add_argument("--seed", type=int)
-    p.add_argument("--trials-per-batch", type=int, default=16)
-    p.add_argument("--population", type=int, default=512, help="evolutionary search population")
-    p.add_argument("--cores", type=int, default=2, help="target num-cores and build workers")
+    p.add_argument("--seed", type=_int_from(0))
+    p.add_argument("--trials-per-batch", type=_int_from(1), default=16)
+    p.add_argument("--population", type=_int_from(1), default=512, help="evolutionary search population")
+    p.add_argument("--cores", type=_int_from(1), default=2, help="target num-cores and build workers")
     p.add_argument("--device", help="device constants of the analytic draft score (default: featurize's)")
     p.set_defaults(func=cmd_tune)
 
@@ -426,9 +466,20 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (DatasetError, StoreError, ModelFileError) as exc:
+    except BadInput as exc:
         print(f"pruner-train: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # a full disk, a read-only or missing path: the user's to fix, not a bug
+        print(f"pruner-train: {f'{exc.filename}: ' if exc.filename else ''}{exc.strerror or exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("pruner-train: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - whatever it is, the user gets one line and a log, not a traceback
+        first = str(exc).splitlines()[0][:200] if str(exc) else ""
+        print(f"pruner-train: internal error ({type(exc).__name__}: {first}): this is a bug in pruner-offline; "
+              f"the traceback is in {crash_log(exc)}, please attach it to a report", file=sys.stderr)
+        return 70
 
 
 if __name__ == "__main__":

@@ -24,13 +24,13 @@ from typing import Callable, Iterable, Optional
 
 import numpy as np
 
-from .replay.metaschedule import (RECORD_FILE, WORKLOAD_FILE, is_metaschedule_database, read_ms_records,
-                                  scheduled_funcs, workload_hash)
+from .replay.metaschedule import (RECORD_FILE, is_metaschedule_database, read_ms_records, scheduled_funcs,
+                                  workload_count, workload_hash)
 from .store.parts import check_manifest, done_indices, part_path, read_part, write_part
 from .store.schema import UnitFeatures
-from .store.writer import write_store
-from .tenset.dataset import UNMEASURED, TaskIndex, discover, load_task_index
-from .tenset.labels import mean_costs, task_labels
+from .store.writer import check_output, write_store
+from .tenset.dataset import UNMEASURED, TaskIndex, discover, file_task_key, load_task_index
+from .tenset.labels import cost_problem, mean_costs, task_labels
 from .tenset.records import BadLine, Record, read_records
 from .tenset.step_vectors import MAX_STEPS, STEP_DIM, step_vectors
 
@@ -59,6 +59,7 @@ class FeaturizeReport:
     failed: int = 0
     failure_reasons: dict[str, int] = field(default_factory=dict)
     bad_lines: int = 0
+    examples: list[str] = field(default_factory=list)  # where: "file:line: reason" of the first failures
     seconds: float = 0.0
     processed: int = 0  # records featurized by this run (fewer than ``records`` when resuming)
 
@@ -68,7 +69,7 @@ class FeaturizeReport:
 
     def to_json(self) -> dict:
         return {"records": self.records, "replayed": self.replayed, "failed": self.failed,
-                "failure_reasons": self.failure_reasons, "bad_lines": self.bad_lines,
+                "failure_reasons": self.failure_reasons, "bad_lines": self.bad_lines, "examples": self.examples,
                 "seconds": round(self.seconds, 3), "records_per_second": round(self.records_per_second, 2),
                 "processed": self.processed}
 
@@ -107,7 +108,7 @@ class _UnitPrograms:
 def plan_units(root: Path, settings: FeaturizeSettings) -> list[_Unit]:
     """Units of work: record files of a TenSet dataset, or workloads of a MetaSchedule database."""
     if is_metaschedule_database(root):
-        n = sum(1 for line in open(root / WORKLOAD_FILE, "rb") if line.strip())
+        n = workload_count(root)
         units = [_Unit(k, root.name, root / RECORD_FILE, k) for k in range(n)]
     else:
         layout = discover(root)
@@ -140,16 +141,23 @@ def _tenset_programs(settings: FeaturizeSettings, unit: _Unit) -> _UnitPrograms:
             bad.append((item.source.line, f"unreadable line: {item.reason}"))
         else:
             records.append(item)
+    key = file_task_key(records)
+    measured = unit.device != UNMEASURED
+    problems = [cost_problem(r.costs, r.error_no) if measured else None for r in records]
+    own = np.array([(r.workload_key.text, r.target_kind) == key for r in records], dtype=bool)
+    usable = own & np.array([p is None for p in problems], dtype=bool)
     cost = mean_costs([r.costs for r in records])
-    labels = (np.full(len(records), np.nan) if unit.device == UNMEASURED
-              else task_labels(cost, np.array([r.ok for r in records], dtype=bool)))
-    task = None
-    if records:
-        task = _task_index(settings.dataset).tasks.get((records[0].workload_key.text, records[0].target_kind))
+    labels = (task_labels(cost, usable & np.array([r.ok for r in records], dtype=bool)) if measured
+              else np.full(len(records), np.nan))
+    task = _task_index(settings.dataset).tasks.get(key) if key else None
 
     def program(pos: int, rec: Record) -> _Program:
         if task is None:
             func, reason = None, "unknown task: no task pickle has this workload key"
+        elif not own[pos]:
+            func, reason = None, f"other task: workload key {rec.workload_key.text} is not the file's {key[0]}"
+        elif problems[pos]:
+            func, reason = None, problems[pos]
         else:
             replayed = replay_record(task, rec)
             func = replayed.mod["main"] if replayed.ok else None
@@ -157,7 +165,7 @@ def _tenset_programs(settings: FeaturizeSettings, unit: _Unit) -> _UnitPrograms:
         return _Program(rec.source.line, pos, float(cost[pos]), rec.error_no, float(labels[pos]), func, reason,
                         rec.raw_steps)
 
-    key, kind = (records[0].workload_key.text, records[0].target_kind) if records else ("", "")
+    key, kind = key or ("", "")
     return _UnitPrograms(key, kind, (program(i, r) for i, r in enumerate(records)), len(records), bad)
 
 
@@ -197,6 +205,9 @@ def featurize_unit(settings: FeaturizeSettings, unit: _Unit) -> UnitFeatures:
         except Exception as exc:  # noqa: BLE001 - one program's failure must not end the run
             failures.append((prog.line, f"features: {type(exc).__name__}: {exc}"))
             continue
+        if not all(np.isfinite(x).all() for x in (feats.statements, feats.symbols, feats.dataflow, feats.draft_score)):
+            failures.append((prog.line, "features: not finite (NaN or infinite values)"))
+            continue
         for k, v in (("line", prog.line), ("position", prog.position), ("label", prog.label),
                      ("cost", prog.cost), ("error_no", prog.error_no), ("stmt_count", len(feats.statements)),
                      ("draft_score", feats.draft_score), ("statements", feats.statements),
@@ -226,16 +237,23 @@ def _work(args: tuple[FeaturizeSettings, _Unit, Path]) -> tuple[int, int, int]:
 def run_featurize(settings: FeaturizeSettings, out: Path, jobs: int = 1,
                   on_progress: Optional[Callable[[int, int], None]] = None) -> FeaturizeReport:
     """Featurize into ``out``. ``on_progress(records_done, files_done)`` is called per file."""
+    from .features import get_device
+
     start = time.perf_counter()
     root = Path(settings.dataset)
+    check_output(out)
+    for device in (settings.gpu, settings.cpu):
+        get_device(device)  # an unknown name would fail every record, one by one
     units = plan_units(root, settings)
     parts = out.with_name(out.name + ".parts")
     check_manifest(parts, settings.manifest([f"{u.path.relative_to(root)}#{u.workload}" for u in units]))
     done = done_indices(parts)
     todo = [u for u in units if u.index not in done]
     for u in units:
-        if u.index in done and on_progress:
-            on_progress(read_part(part_path(parts, u.index)).records_read, 1)
+        if u.index in done:
+            n_read = read_part(part_path(parts, u.index)).records_read  # checks the part before new work
+            if on_progress:
+                on_progress(n_read, 1)
     tasks = ((settings, u, parts) for u in todo)
     processed = 0
     if jobs > 1 and len(todo) > 1:
@@ -267,6 +285,7 @@ def run_featurize(settings: FeaturizeSettings, out: Path, jobs: int = 1,
     for _, u in unit_feats:
         report.records += u.records_read
         report.replayed += len(u.arrays["line"])
+        report.examples += [f"{u.file}:{line}: {reason}" for line, reason in u.failures[:20 - len(report.examples)]]
         for _, reason in u.failures:
             if reason.startswith("unreadable line"):
                 report.bad_lines += 1

@@ -17,6 +17,7 @@ from typing import Callable, Optional, Union
 
 import torch
 
+from ..errors import BadInput
 from ..tenset.dataset import TaskIndex
 from ..tenset.records import BadLine, Record, parse_lines
 from ..tenset.step_vectors import step_vectors
@@ -28,7 +29,7 @@ from .online import OnlineProgram, OnlineRecords
 STATE_FORMAT = "pruner-offline-adapt-state/1"
 
 
-class TargetMismatch(ValueError):
+class TargetMismatch(BadInput):
     pass
 
 

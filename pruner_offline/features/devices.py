@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..errors import BadInput
+
 
 @dataclass(frozen=True)
 class DeviceConstants:
@@ -50,11 +52,15 @@ DEVICES: dict[str, DeviceConstants] = {
 DEFAULT_DEVICE = {"cuda": "h200", "llvm": "platinum-8272"}
 
 
+class UnknownDevice(BadInput, KeyError):
+    """A KeyError too: callers looked names up in a dict before this had its own type."""
+
+
 def get_device(device: str | DeviceConstants) -> DeviceConstants:
     if isinstance(device, DeviceConstants):
         return device
     try:
         return DEVICES[device.lower()]
     except KeyError:
-        raise KeyError(f"unknown device {device!r}; known: {sorted(DEVICES)} "
-                       "(or pass a DeviceConstants)") from None
+        raise UnknownDevice(f"unknown device {device!r}; known: {', '.join(sorted(DEVICES))} "
+                            "(or pass a DeviceConstants)") from None

@@ -16,6 +16,7 @@ from typing import Iterator, Optional, Union
 
 import numpy as np
 
+from ..errors import BadInput
 from ..tenset.labels import FAILED_COST
 from ..tenset.records import BadLine, SourceLine
 
@@ -66,10 +67,22 @@ def _check(obj: object) -> tuple[int, tuple[float, ...], str]:
     return obj[0], tuple(float(s) for s in run_secs), kind
 
 
+def workload_count(root: Union[str, Path]) -> int:
+    """Workloads of a database; with none, its tuning records would all be dropped, so that is refused."""
+    root = Path(root)
+    with open(root / WORKLOAD_FILE, "rb") as f:
+        n = sum(1 for line in f if line.strip())
+    with open(root / RECORD_FILE, "rb") as f:
+        if n == 0 and any(line.strip() for line in f):
+            raise BadInput(f"{root / WORKLOAD_FILE}: holds no workloads, but {RECORD_FILE} has tuning records, "
+                           "each naming a line of it")
+    return n
+
+
 def read_ms_records(root: Union[str, Path], start_line: int = 1) -> Iterator[Union[MSRecordLine, BadLine]]:
     """Stream the tuning records of a database directory, from 1-based ``start_line`` on."""
     root = Path(root)
-    n_workloads = sum(1 for line in open(root / WORKLOAD_FILE, "rb") if line.strip())
+    n_workloads = workload_count(root)
     path = str(root / RECORD_FILE)
     with open(path, "rb") as f:
         for lineno, line in enumerate(f, 1):
@@ -78,8 +91,8 @@ def read_ms_records(root: Union[str, Path], start_line: int = 1) -> Iterator[Uni
             source = SourceLine(path, lineno)
             try:
                 workload, run_secs, kind = _check(json.loads(line))
-            except (ValueError, UnicodeDecodeError) as exc:
-                yield BadLine(source, f"bad tuning record: {exc}")
+            except (ValueError, UnicodeDecodeError, RecursionError) as exc:  # RecursionError: nested too deep
+                yield BadLine(source, f"bad tuning record: {type(exc).__name__}: {str(exc)[:200]}")
                 continue
             if not 0 <= workload < n_workloads:
                 yield BadLine(source, f"workload index {workload} out of range (0..{n_workloads - 1})")
@@ -92,7 +105,7 @@ def workload_hash(root: Union[str, Path], index: int) -> str:
     lines = [line for line in open(Path(root) / WORKLOAD_FILE, "rb") if line.strip()]
     try:
         return str(json.loads(lines[index])[0])
-    except (IndexError, ValueError, KeyError, TypeError):
+    except (IndexError, ValueError, KeyError, TypeError, RecursionError):
         return f"workload{index}"
 
 

@@ -11,7 +11,7 @@ from torch.utils.data import DataLoader
 
 from ..models.batch import Batch
 from ..store.reader import FeatureStore, StoreData
-from ..tenset.splits import parse_split, test_mask
+from ..tenset.splits import SplitError, parse_split, test_mask
 from .normalize import Scales, fit_scales
 
 
@@ -77,8 +77,13 @@ class StoreDataModule(L.LightningDataModule):
         n_val = int(round(len(perm) * self.val_fraction)) if len(perm) > 10 else 0
         self.val_rows = np.sort(perm[:n_val])
         self.train_rows = np.sort(perm[n_val:])
-        if not len(self.train_rows):
-            raise ValueError(f"{self.store}: the split {self.split!r} leaves no labelled training records")
+        for rows, what in ((self.train_rows, "training"), (self.test_rows, "test")):
+            if not len(rows):
+                failures = store.failures()
+                why = f"; featurizing failed on {len(failures)}, e.g. {failures[0][0]}:{failures[0][1]}: " \
+                      f"{failures[0][2]}" if failures else ""
+                raise SplitError(f"{self.store}: the split {self.split!r} leaves no labelled {what} records "
+                                 f"(the store holds {d.n_records}{why})")
         stmt_rows, _ = statement_index(rec["stmt_offset"], self.train_rows)
         self.scales: Scales = fit_scales(d.statements[stmt_rows], d.symbols[stmt_rows], d.dataflow[self.train_rows],
                                          d.steps[self.train_rows], rec["draft_score"][self.train_rows])

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.util
-import json
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -13,6 +12,7 @@ import tvm
 from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule.logging import get_loggers_from_work_dir
 
+from ..errors import dumps
 from .build import MeasureSettings, make_builder, make_runner
 from .context import make_context
 from .timing import LatencyCurve, TimedCostModel
@@ -61,7 +61,8 @@ class TuneReport:
     work_dir: str
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True)
+        """One JSON object; a latency never measured (no trial ran) is null."""
+        return dumps(asdict(self), sort_keys=True)
 
 
 def make_target(kind: str, num_cores: int) -> tvm.target.Target:
@@ -117,6 +118,9 @@ def _breakdown(model: TimedCostModel) -> dict[str, float]:
 
 def tune(mod: tvm.IRModule, workload: str, work_dir: str | Path, s: TuneSettings) -> TuneReport:
     """Tune `mod` (one PrimFunc named main) for s.trials trials; the database goes to work_dir."""
+    for name in ("trials", "trials_per_batch", "population_size", "num_cores"):
+        if getattr(s, name) < 1:
+            raise ValueError(f"{name} must be at least 1, not {getattr(s, name)}")
     if s.target_kind == "cuda" and not tvm.cuda(0).exist:
         raise RuntimeError("tune --target cuda needs a CUDA GPU to measure on, and none is visible here")
     work_dir = Path(work_dir)
