@@ -44,6 +44,11 @@ def _decode(v):
     return v.item() if isinstance(v, np.generic) else v
 
 
+def _length(d: object) -> int:
+    """Rows of a dataset; 0 for a scalar or a group, which the checks then refuse by shape."""
+    return d.shape[0] if isinstance(d, h5py.Dataset) and d.ndim else 0
+
+
 def _check_column(path: Path, name: str, d: h5py.Dataset, kind: str, rows: int) -> None:
     if not isinstance(d, h5py.Dataset) or d.ndim != 1 or d.shape[0] != rows:
         raise StoreError(f"{path}: inconsistent arrays: {name} has shape {getattr(d, 'shape', None)}, expected ({rows},)")
@@ -54,7 +59,7 @@ def _check_column(path: Path, name: str, d: h5py.Dataset, kind: str, rows: int) 
 def _check_rows(path: Path, name: str, d: h5py.Dataset, rows: int) -> None:
     # A store without rows may hold placeholder shapes: it gives a model nothing to misread.
     shape = (rows, *ROW_SHAPES[name])
-    if not isinstance(d, h5py.Dataset) or d.shape[0] != rows or (rows and d.shape != shape):
+    if not isinstance(d, h5py.Dataset) or _length(d) != rows or (rows and d.shape != shape):
         raise StoreError(f"{path}: inconsistent arrays: {name} has shape {getattr(d, 'shape', None)}, expected {shape}")
     if d.dtype.kind != "f":
         raise StoreError(f"{path}: {name}: {d.dtype} values, expected numbers")
@@ -66,7 +71,7 @@ def _bad_rows(d: StoreData) -> Iterator[tuple[str, str, np.ndarray]]:
     yield "records/label", "outside [0, 1]", ~(np.isnan(label) | ((label >= 0) & (label <= 1)))  # NaN: unmeasured
     for name, x in (("records/draft_score", d.records["draft_score"]), ("statements", d.statements),
                     ("symbols", d.symbols), ("dataflow", d.dataflow), ("steps", d.steps)):
-        yield name, "not finite", ~np.isfinite(x.reshape(len(x), -1)).all(axis=1)
+        yield name, "not finite", ~np.isfinite(x).all(axis=tuple(range(1, x.ndim)))
 
 
 class FeatureStore:
@@ -90,24 +95,27 @@ class FeatureStore:
     def _check(self, f: h5py.File) -> None:
         """Layout and index contents: a store that passes can be indexed without a crash."""
         path = self.path
-        try:
-            n = f["records/line"].shape[0]
-            for k, dtype in {**RECORD_ARRAYS, "task_id": np.int32, "file_id": np.int32}.items():
-                _check_column(path, f"records/{k}", f[f"records/{k}"], np.dtype(dtype).kind, n)
-            offsets = f["records/stmt_offset"]
-            _check_column(path, "records/stmt_offset", offsets, "i", n + 1)
-            offsets = offsets[...]
-            s = int(offsets[-1])
-            for k in STATEMENT_ARRAYS + DENSE_ARRAYS:
-                _check_rows(path, k, f[k], s if k in STATEMENT_ARRAYS else n)
-            groups = {g: {k: f[f"{g}/{k}"] for k in columns} for g, columns in INDEX_DATASETS.items()}
-        except KeyError as exc:
-            raise StoreError(f"{path}: missing dataset ({exc})") from None
+        columns = {**RECORD_ARRAYS, "task_id": np.int32, "file_id": np.int32}
+        required = [f"records/{k}" for k in (*columns, "stmt_offset")] + list(STATEMENT_ARRAYS + DENSE_ARRAYS)
+        required += [f"{g}/{k}" for g, names in INDEX_DATASETS.items() for k in names]
+        missing = [name for name in required if name not in f]
+        if missing:
+            raise StoreError(f"{path}: missing datasets: {', '.join(missing)}")
+        n = _length(f["records/line"])
+        for k, dtype in columns.items():
+            _check_column(path, f"records/{k}", f[f"records/{k}"], np.dtype(dtype).kind, n)
+        offsets = f["records/stmt_offset"]
+        _check_column(path, "records/stmt_offset", offsets, "i", n + 1)
+        offsets = offsets[...]
+        s = int(offsets[-1])
+        for k in STATEMENT_ARRAYS + DENSE_ARRAYS:
+            _check_rows(path, k, f[k], s if k in STATEMENT_ARRAYS else n)
+        groups = {g: {k: f[f"{g}/{k}"] for k in names} for g, names in INDEX_DATASETS.items()}
         steps = np.diff(offsets)
         if offsets[0] != 0 or (steps < 0).any() or (steps != f["records/stmt_count"][...]).any():
             raise StoreError(f"{path}: records/stmt_offset: does not start at 0 and step by stmt_count")
         for g, columns in groups.items():
-            rows = next(iter(columns.values())).shape[0]
+            rows = _length(next(iter(columns.values())))
             for k, d in columns.items():
                 if INDEX_DATASETS[g][k] == "i":
                     _check_column(path, f"{g}/{k}", d, "i", rows)

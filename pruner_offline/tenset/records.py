@@ -264,5 +264,5 @@ def read_records(path: Union[str, Path]) -> Iterator[Union[Record, BadLine]]:
                 yield item
     except (OSError, EOFError, zlib.error) as exc:  # a gzip file cut short or damaged, a vanished file
         where = f"after line {last}" if last else "from its start"
-        yield BadLine(SourceLine(p, last + 1), f"cannot read the file {where}: {type(exc).__name__}: {exc}")
+        yield BadLine(SourceLine(p, last + 1), f"cannot read the file {where} (damaged or cut short?): {exc}")
 

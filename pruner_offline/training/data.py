@@ -83,7 +83,7 @@ class StoreDataModule(L.LightningDataModule):
                 why = f"; featurizing failed on {len(failures)}, e.g. {failures[0][0]}:{failures[0][1]}: " \
                       f"{failures[0][2]}" if failures else ""
                 raise SplitError(f"{self.store}: the split {self.split!r} leaves no labelled {what} records "
-                                 f"(the store holds {d.n_records}{why})")
+                                 f"(the store holds {d.n_records} records{why})")
         stmt_rows, _ = statement_index(rec["stmt_offset"], self.train_rows)
         self.scales: Scales = fit_scales(d.statements[stmt_rows], d.symbols[stmt_rows], d.dataflow[self.train_rows],
                                          d.steps[self.train_rows], rec["draft_score"][self.train_rows])

@@ -14,17 +14,13 @@ import torch
 
 from ..atomic import atomic_write
 from ..errors import BadInput
-from .module import CostModelModule
+from .module import CostModelModule, TrainingDiverged
 
 MODEL_FORMAT = "pruner-offline-model/1"
 
 
 class ModelFileError(BadInput):
     pass
-
-
-class NonFiniteWeights(BadInput):
-    """Training diverged: the weights hold NaN or infinities, and no model file is written."""
 
 
 # hyper-parameters a model file may carry, with their types; integer ones are layer widths, kept small
@@ -44,7 +40,7 @@ def export_model(module: CostModelModule, path: Union[str, Path], meta: Optional
     bad = _non_finite(state)
     if bad:
         total = sum(v.numel() for v in state.values() if v.is_floating_point())
-        raise NonFiniteWeights(f"{path}: not written: {bad} of {total} weights are not finite (training diverged; "
+        raise TrainingDiverged(f"{path}: not written: {bad} of {total} weights are not finite (training diverged; "
                                "check the training data, or lower the learning rate)")
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_write(path) as tmp:  # a reader never sees half a file
