@@ -266,7 +266,8 @@ def cmd_adapt(args: argparse.Namespace) -> int:
         from .features import FEATURE_SCHEMA_VERSION
 
         if len(methods) != 1 or args.tasks is None or args.save is None:
-            raise BadInput("adapt --follow needs one --method, --tasks DATASET (its task pickles) and --save MODEL.pt")
+            raise SystemExit("pruner-train adapt --follow needs one --method, --tasks DATASET (its task pickles) "
+                             "and --save MODEL.pt")
         check_schema(args.checkpoint, module, str(FEATURE_SCHEMA_VERSION))
         st = follow(module, args.records, load_task_index(discover(args.tasks)), args.target, device, methods[0],
                     cfg, args.save, save_every=args.save_every, idle_timeout=args.idle_timeout,
@@ -281,7 +282,7 @@ def cmd_adapt(args: argparse.Namespace) -> int:
         data = FeatureStore(store).load()
         kinds = {k.rpartition("|")[2] for k in data.task_keys}
         if kinds - {args.target}:
-            raise BadInput(f"{store} holds {', '.join(sorted(kinds))} records, but --target is "
+            raise SystemExit(f"pruner-train: {store} holds {', '.join(sorted(kinds))} records, but --target is "
                              f"{args.target}: adapt to the device the records were measured on")
     online = FeatureStore(stores[0]).load()
     order = tuning_order(online)
@@ -395,7 +396,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "dataset's oracle/ (Ansor's own), per feature group")
     p.add_argument("dataset", type=Path)
     p.add_argument("--sample", type=_int_from(0), default=0, help="records per record file, evenly spaced (0: all)")
-    p.add_argument("--tol", type=_number_in(0, float("inf"), low_open=True), default=0.05, help="agreement tolerance on the log-scaled values")
+    p.add_argument("--tol", type=_number_in(0, float("inf"), low_open=True), default=0.05,
+                   help="agreement tolerance on the log-scaled values")
     p.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_check_replay)
@@ -425,7 +427,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tasks", type=Path, help="with --follow: the TenSet dataset whose network_info has the tasks")
     p.add_argument("--save", type=Path, help="with --follow: the adapted model file, replaced atomically")
     p.add_argument("--save-every", type=_int_from(1), default=1, help="with --follow: rounds between saves")
-    p.add_argument("--idle-timeout", type=_number_in(0, float("inf"), low_open=True), default=30.0, help="with --follow: stop after this long idle")
+    p.add_argument("--idle-timeout", type=_number_in(0, float("inf"), low_open=True), default=30.0,
+                   help="with --follow: stop after this long idle")
     p.add_argument("--max-records", type=_int_from(1), help="with --follow: stop after this many online records")
     p.add_argument("--json", action="store_true")
     p.add_argument("--quiet", action="store_true")
@@ -442,7 +445,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--checkpoint", type=Path, help="pruner: PaCM model file (without it, the draft order alone); "
                    "mlp: a TenSet-MLP model file (required)")
     p.add_argument("--draft", type=Path, help="pruner: learned draft model file (default: the analytic draft score)")
-    p.add_argument("--verify-fraction", type=_number_in(0, 1, low_open=True), default=0.2, help="pruner: share of candidates PaCM re-ranks")
+    p.add_argument("--verify-fraction", type=_number_in(0, 1, low_open=True), default=0.2,
+                   help="pruner: share of candidates PaCM re-ranks")
     p.add_argument("--online-epochs", type=_int_from(0), default=0,
                    help="pruner: retrain PaCM on the programs measured so far, this many epochs after each batch")
     p.add_argument("--online-method", choices=("retrain", "moa"), default="retrain",

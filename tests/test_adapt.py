@@ -4,6 +4,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -93,8 +94,9 @@ with open(dst, "ab", buffering=0) as f:
 """
 
 
-def test_follow_a_growing_record_file_with_a_kill_and_restart(setup, tenset_mini, tmp_path):
-    _, model_file = setup
+def test_follow_a_growing_record_file_with_a_kill_and_restart(tenset_mini, tmp_path):
+    # --follow featurizes records with this toolkit, so it takes a model of the toolkit's feature schema
+    model_file = Path(__file__).resolve().parents[1] / "checkpoints" / "pacm.pt"
     src = next(f for f in (tenset_mini / "measure_records" / "epyc-zen3").glob("*.json")
                if "7d79c516e212fe1d73f5dbb90eaca2cf,[32,10]" in f.name)
     total = sum(1 for _ in open(src))

@@ -113,6 +113,28 @@ def test_hostile_record_files_keep_every_good_record_and_say_where_the_bad_ones_
     assert sum(f[0].endswith("b.json") and f[2].startswith("bad costs") for f in failures) == len(b)
 
 
+def test_non_finite_features_are_a_located_failure_at_featurize_time(tenset_mini, tmp_path, capsys, monkeypatch):
+    import pruner_offline.features as features
+
+    real = features.featurize_prim_func
+    calls = []
+
+    def nan_for_the_third_program(*args, **kwargs):
+        feats = real(*args, **kwargs)
+        calls.append(1)
+        if len(calls) == 3:
+            feats.statements[0, 0] = np.nan
+        return feats
+
+    monkeypatch.setattr(features, "featurize_prim_func", nan_for_the_third_program)
+    lines = bi.lines_of(bi.pool_files(tenset_mini)[0])
+    ds = bi.dataset(tenset_mini, tmp_path / "ds", {"a.json": lines})
+    code, text, _ = cli(capsys, "featurize", ds, "--out", tmp_path / "s.h5", "--quiet")
+    assert code == 0 and "measure_records/dev/a.json:3: features: not finite" in text
+    data = FeatureStore(tmp_path / "s.h5").load()
+    assert data.n_records == len(lines) - 1 and 3 not in data.records["line"]
+
+
 def test_a_metaschedule_line_nested_thousands_deep_is_a_bad_line(tmp_path):
     db = bi.metaschedule_db(tmp_path / "db", ['["123", "AAAA"]'],
                             [bi.ms_record(0, [1e-3]), bi.deeply_nested(100_000), bi.ms_record(0, [2e-3])])
@@ -261,6 +283,18 @@ def test_export_refuses_non_finite_weights(trained, tmp_path):
     with pytest.raises(TrainingDiverged, match="not written"):
         export_model(module, tmp_path / "m.pt")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_adapt_follow_refuses_a_state_file_it_cannot_resume_from(tenset_mini, tmp_path, capsys):
+    victim = tmp_path / "pwned"
+    save = tmp_path / "adapted.pt"
+    state = tmp_path / "adapted.pt.state"
+    torch.save({"format": "pruner-offline-adapt-state/1", "states": bi.RunsCode(victim)}, state)
+    records = tmp_path / "live.json"
+    records.write_text("".join(bi.lines_of(bi.pool_files(tenset_mini)[0])[:3]))
+    code, _, error = cli(capsys, "adapt", "--checkpoint", bi.BUNDLED_PACM, "--target", "llvm", "--records", records,
+                         "--follow", "--tasks", tenset_mini, "--save", save, "--idle-timeout", "0.1", "--quiet")
+    assert code == 2 and f"{state}: cannot resume from it" in error and not victim.exists()
 
 
 def test_adapt_refuses_a_model_of_another_feature_schema(store, trained, tmp_path, capsys):

@@ -51,7 +51,8 @@ def _length(d: object) -> int:
 
 def _check_column(path: Path, name: str, d: h5py.Dataset, kind: str, rows: int) -> None:
     if not isinstance(d, h5py.Dataset) or d.ndim != 1 or d.shape[0] != rows:
-        raise StoreError(f"{path}: inconsistent arrays: {name} has shape {getattr(d, 'shape', None)}, expected ({rows},)")
+        raise StoreError(f"{path}: inconsistent arrays: {name} has shape {getattr(d, 'shape', None)}, "
+                         f"expected ({rows},)")
     if d.dtype.kind != kind and not (kind == "i" and d.dtype.kind == "u"):
         raise StoreError(f"{path}: {name}: {d.dtype} values, expected {'integers' if kind in 'iu' else 'numbers'}")
 
@@ -163,7 +164,8 @@ class FeatureStore:
             if bad.any():
                 row = int(np.flatnonzero(bad)[0])
                 rec = d.records
-                record = int(np.searchsorted(rec["stmt_offset"], row, side="right") - 1) if name in STATEMENT_ARRAYS else row
+                record = (int(np.searchsorted(rec["stmt_offset"], row, side="right") - 1)
+                          if name in STATEMENT_ARRAYS else row)
                 raise StoreError(f"{self.path}: {name} row {row} ({d.file_paths[rec['file_id'][record]]}:"
                                  f"{rec['line'][record]}) is {problem}, and {int(bad.sum()) - 1} rows more: "
                                  "featurize the dataset again")
