@@ -165,8 +165,8 @@ def _tenset_programs(settings: FeaturizeSettings, unit: _Unit) -> _UnitPrograms:
         return _Program(rec.source.line, pos, float(cost[pos]), rec.error_no, float(labels[pos]), func, reason,
                         rec.raw_steps)
 
-    key, kind = key or ("", "")
-    return _UnitPrograms(key, kind, (program(i, r) for i, r in enumerate(records)), len(records), bad)
+    # programs are made lazily, so ``program`` must still see ``key`` as it is now
+    return _UnitPrograms(*(key or ("", "")), (program(i, r) for i, r in enumerate(records)), len(records), bad)
 
 
 def _metaschedule_programs(settings: FeaturizeSettings, unit: _Unit) -> _UnitPrograms:

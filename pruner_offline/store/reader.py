@@ -167,7 +167,7 @@ class FeatureStore:
                 record = (int(np.searchsorted(rec["stmt_offset"], row, side="right") - 1)
                           if name in STATEMENT_ARRAYS else row)
                 raise StoreError(f"{self.path}: {name} row {row} ({d.file_paths[rec['file_id'][record]]}:"
-                                 f"{rec['line'][record]}) is {problem}, and {int(bad.sum()) - 1} rows more: "
+                                 f"{rec['line'][record]}) is {problem} ({int(bad.sum())} rows in all): "
                                  "featurize the dataset again")
 
     def has_step_vectors(self) -> bool:

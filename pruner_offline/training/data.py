@@ -68,7 +68,10 @@ class StoreDataModule(L.LightningDataModule):
         sizes = np.zeros(n_tasks, dtype=np.int64)
         np.maximum.at(sizes, task, rec["position"].astype(np.int64) + 1)
         networks = [frozenset(n) for n in d.task_networks]
-        is_test = test_mask(parse_split(self.split), task, rec["position"], sizes, networks)
+        try:
+            is_test = test_mask(parse_split(self.split), task, rec["position"], sizes, networks)
+        except SplitError as exc:
+            raise SplitError(f"{self.store}: {exc}") from None
         labelled = np.isfinite(rec["label"])
         self.test_rows = np.flatnonzero(is_test & labelled)
         train = np.flatnonzero(~is_test & labelled)

@@ -55,7 +55,7 @@ def _check_hparams(path: Union[str, Path], hparams: dict) -> None:
         if want is None:
             raise ModelFileError(f"{path}: hparams: unknown hyper-parameter {k!r}")
         if not (type(v) is want or (want is float and type(v) is int)):
-            raise ModelFileError(f"{path}: hparams: {k} is {v!r}, expected a {want.__name__}")
+            raise ModelFileError(f"{path}: hparams: {k} is {v!r}, expected type {want.__name__}")
         if want is int and not 0 < v <= _MAX_WIDTH:
             raise ModelFileError(f"{path}: hparams: {k} is {v}, expected 1..{_MAX_WIDTH}")
 
@@ -94,7 +94,7 @@ def load_model(path: Union[str, Path], expect_schema: Optional[str] = None) -> t
         module.load_state_dict(state)
     except (ValueError, RuntimeError, TypeError) as exc:
         raise ModelFileError(f"{path}: state_dict does not fit the model its hparams describe "
-                             f"({str(exc).splitlines()[0][:300]})") from None
+                             f"({' '.join(str(exc).split())[:300]})") from None
     if _non_finite(module.state_dict()):
         raise ModelFileError(f"{path}: state_dict: holds weights that are not finite (NaN or infinite)")
     module.eval()
