@@ -280,6 +280,8 @@ def cmd_adapt(args: argparse.Namespace) -> int:
     for store in stores:
         check_schema(args.checkpoint, module, _store_schema(store))
         data = FeatureStore(store).load()
+        if not data.n_records:
+            raise BadInput(f"{store}: holds no records to adapt with ({FeatureStore(store).failure_note() or 'none'})")
         kinds = {k.rpartition("|")[2] for k in data.task_keys}
         if kinds - {args.target}:
             raise SystemExit(f"pruner-train: {store} holds {', '.join(sorted(kinds))} records, but --target is "

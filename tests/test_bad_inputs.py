@@ -232,8 +232,11 @@ def test_a_store_without_records_is_refused_saying_why(trained, tmp_path, capsys
     failed = bi.store_without_records(tmp_path / "failed.h5", [(1, "replay: boom"), (2, "replay: boom")])
     code, _, error = cli(capsys, "pretrain", "--data", failed, "--model", "draft", "--out", tmp_path / "run",
                          "--max-epochs", "1", "--quiet")
-    assert code == 2 and "(the store holds 0 records; featurizing failed on 2, e.g. t.json:1: replay: boom)" in error
+    assert code == 2 and "(the store holds 0 records; featurizing failed on 2 records, e.g. t.json:1: replay: boom)" in error
     assert not (tmp_path / "run" / "draft.pt").exists()
+    code, _, error = cli(capsys, "adapt", "--checkpoint", trained[0], "--target", "llvm", "--records", failed,
+                         "--eval-fraction", "0.2", "--out", tmp_path, "--quiet")
+    assert code == 2 and f"{failed}: holds no records to adapt with (featurizing failed on 2 records" in error
 
 
 # -- model files

@@ -187,6 +187,14 @@ class FeatureStore:
             return [(paths[i], int(line), r.decode()) for i, line, r in
                     zip(f["failures/file_id"][...], f["failures/line"][...], f["failures/reason"][...])]
 
+    def failure_note(self) -> str:
+        """Where featurizing failed, for messages about missing records: "" when it never did."""
+        failures = self.failures()
+        if not failures:
+            return ""
+        path, line, reason = failures[0]
+        return f"featurizing failed on {len(failures)} records, e.g. {path}:{line}: {reason}"
+
     def units(self) -> list[tuple[int, UnitFeatures]]:
         """The store split back into its record files (for merging shards)."""
         data = self.load()

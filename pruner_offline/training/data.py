@@ -82,11 +82,9 @@ class StoreDataModule(L.LightningDataModule):
         self.train_rows = np.sort(perm[n_val:])
         for rows, what in ((self.train_rows, "training"), (self.test_rows, "test")):
             if not len(rows):
-                failures = store.failures()
-                why = f"; featurizing failed on {len(failures)}, e.g. {failures[0][0]}:{failures[0][1]}: " \
-                      f"{failures[0][2]}" if failures else ""
+                note = store.failure_note()
                 raise SplitError(f"{self.store}: the split {self.split!r} leaves no labelled {what} records "
-                                 f"(the store holds {d.n_records} records{why})")
+                                 f"(the store holds {d.n_records} records{'; ' + note if note else ''})")
         stmt_rows, _ = statement_index(rec["stmt_offset"], self.train_rows)
         self.scales: Scales = fit_scales(d.statements[stmt_rows], d.symbols[stmt_rows], d.dataflow[self.train_rows],
                                          d.steps[self.train_rows], rec["draft_score"][self.train_rows])
