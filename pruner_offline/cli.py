@@ -268,7 +268,7 @@ def cmd_adapt(args: argparse.Namespace) -> int:
         if len(methods) != 1 or args.tasks is None or args.save is None:
             raise SystemExit("pruner-train adapt --follow needs one --method, --tasks DATASET (its task pickles) "
                              "and --save MODEL.pt")
-        check_schema(args.checkpoint, module, str(FEATURE_SCHEMA_VERSION))
+        check_schema(args.checkpoint, module.hparams.get("feature_schema"), str(FEATURE_SCHEMA_VERSION))
         st = follow(module, args.records, load_task_index(discover(args.tasks)), args.target, device, methods[0],
                     cfg, args.save, save_every=args.save_every, idle_timeout=args.idle_timeout,
                     max_records=args.max_records, on_event=lambda msg: print(msg, file=sys.stderr))
@@ -278,7 +278,7 @@ def cmd_adapt(args: argparse.Namespace) -> int:
     stores = [ensure_store(p, args.cache, args.jobs, args.quiet, gpu=args.gpu, cpu=args.cpu)
               for p in [args.records] + ([args.eval] if args.eval else [])]
     for store in stores:
-        check_schema(args.checkpoint, module, _store_schema(store))
+        check_schema(args.checkpoint, module.hparams.get("feature_schema"), _store_schema(store))
         data = FeatureStore(store).load()
         if not data.n_records:
             raise BadInput(f"{store}: holds no records to adapt with ({FeatureStore(store).failure_note() or 'none'})")

@@ -217,6 +217,14 @@ def test_a_full_disk_leaves_nothing_behind_and_damaged_parts_are_refused_on_resu
 
 # -- feature stores
 
+def test_the_row_shapes_a_store_is_checked_against_are_the_featurizers():
+    from pruner_offline.features import DATAFLOW_COLUMNS, DATAFLOW_TOKENS, STATEMENT_COLUMNS, SYMBOL_COLUMNS
+    from pruner_offline.store.schema import ROW_SHAPES
+
+    assert ROW_SHAPES["statements"] == (len(STATEMENT_COLUMNS),) and ROW_SHAPES["symbols"] == (len(SYMBOL_COLUMNS),)
+    assert ROW_SHAPES["dataflow"] == (len(DATAFLOW_TOKENS), len(DATAFLOW_COLUMNS))
+
+
 @pytest.mark.parametrize("damage", sorted(bi.STORE_DAMAGE))
 def test_a_store_with_wrong_contents_is_refused_naming_the_array(damage, store, trained, tmp_path, capsys):
     how, array = bi.STORE_DAMAGE[damage]

@@ -60,17 +60,13 @@ def _check_hparams(path: Union[str, Path], hparams: dict) -> None:
             raise ModelFileError(f"{path}: hparams: {k} is {v}, expected 1..{_MAX_WIDTH}")
 
 
-def _check_schema(path: Union[str, Path], schema: object, expect: str) -> None:
+def check_schema(path: Union[str, Path], schema: object, expect: str) -> None:
+    """Refuse features of schema ``expect`` for the model file ``path``, trained on ``schema``, if they differ."""
     if schema != expect:
         raise ModelFileError(
             f"{path} was trained on features of schema {schema!r} but these features are {expect!r}: "
             "featurize the data with the toolkit version that trained the model, or retrain "
             "(pruner-train pretrain) on data featurized by this version")
-
-
-def check_schema(path: Union[str, Path], module: CostModelModule, expect: str) -> None:
-    """Refuse features of another schema than ``module`` (loaded from ``path``) was trained on."""
-    _check_schema(path, module.hparams.get("feature_schema"), expect)
 
 
 def load_model(path: Union[str, Path], expect_schema: Optional[str] = None) -> tuple[CostModelModule, dict]:
@@ -88,7 +84,7 @@ def load_model(path: Union[str, Path], expect_schema: Optional[str] = None) -> t
             raise ModelFileError(f"{path}: {name} is {type(value).__name__}, expected a mapping")
     _check_hparams(path, hparams)
     if expect_schema is not None:
-        _check_schema(path, hparams.get("feature_schema"), expect_schema)
+        check_schema(path, hparams.get("feature_schema"), expect_schema)
     try:
         module = CostModelModule(**hparams)
         module.load_state_dict(state)

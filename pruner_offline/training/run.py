@@ -49,8 +49,8 @@ def check_resumable(ckpt: Path) -> None:
     try:
         torch.load(ckpt, map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - unpickling errors come in many types
-        raise ModelFileError(f"{ckpt}: cannot resume from it ({type(exc).__name__}: {str(exc).splitlines()[0][:200]}); "
-                             "delete it to train from the start") from None
+        reason = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+        raise ModelFileError(f"{ckpt}: cannot resume from it ({reason}); delete it to train from the start") from None
 
 
 def make_cli(args: list[str]) -> LightningCLI:

@@ -43,6 +43,11 @@ class TuneSettings:
     device: Optional[str] = None
     measure: MeasureSettings = field(default_factory=MeasureSettings)
 
+    def __post_init__(self) -> None:
+        for name in ("trials", "trials_per_batch", "population_size", "num_cores"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, not {getattr(self, name)}")
+
 
 @dataclass(frozen=True)
 class TuneReport:
@@ -118,9 +123,6 @@ def _breakdown(model: TimedCostModel) -> dict[str, float]:
 
 def tune(mod: tvm.IRModule, workload: str, work_dir: str | Path, s: TuneSettings) -> TuneReport:
     """Tune `mod` (one PrimFunc named main) for s.trials trials; the database goes to work_dir."""
-    for name in ("trials", "trials_per_batch", "population_size", "num_cores"):
-        if getattr(s, name) < 1:
-            raise ValueError(f"{name} must be at least 1, not {getattr(s, name)}")
     if s.target_kind == "cuda" and not tvm.cuda(0).exist:
         raise RuntimeError("tune --target cuda needs a CUDA GPU to measure on, and none is visible here")
     work_dir = Path(work_dir)
