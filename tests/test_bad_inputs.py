@@ -207,6 +207,11 @@ def test_a_full_disk_leaves_nothing_behind_and_damaged_parts_are_refused_on_resu
         code, _, error = cli(capsys, "featurize", ds, "--out", out, "--quiet")
         assert code == 2 and f"{parts / '0000001.npz'}: unreadable part" in error and "delete it" in error
     (parts / "0000001.npz").unlink()
+    manifest = (parts / "manifest.json").read_bytes()
+    (parts / "manifest.json").write_bytes(manifest[:10])
+    code, _, error = cli(capsys, "featurize", ds, "--out", out, "--quiet")
+    assert code == 2 and f"{parts / 'manifest.json'}: unreadable" in error
+    (parts / "manifest.json").write_bytes(manifest)
     assert cli(capsys, "featurize", ds, "--out", out, "--quiet")[0] == 0
     a, b = FeatureStore(fresh).load(), FeatureStore(out).load()
     assert a.file_paths == b.file_paths
@@ -374,6 +379,15 @@ def test_an_internal_error_is_reported_as_a_bug_with_its_traceback_in_a_log(tens
     assert log.startswith(str(tmp_path))
     text = open(log).read()
     assert "Traceback" in text and "1 / 0" in text
+
+
+def test_an_interrupt_is_one_line_and_its_own_exit_code(tenset_mini, capsys, monkeypatch):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("pruner_offline.cli.summarize", interrupted)
+    code, _, error = cli(capsys, "info", tenset_mini, "--quiet")
+    assert code == 130 and error == "pruner-train: interrupted"
 
 
 def test_printed_json_is_strict():
