@@ -26,7 +26,7 @@ from .features.devices import device_for, device_to_json
 from .sources import ProgramSource, SourceError, Unit, open_source
 from .store.parts import check_manifest, done_indices, part_path, read_part, write_part
 from .store.schema import UnitFeatures
-from .store.writer import write_store
+from .store.writer import check_output, write_store
 from .tenset.step_vectors import MAX_STEPS, STEP_DIM, step_vectors
 
 
@@ -68,6 +68,7 @@ class FeaturizeReport:
     failed: int = 0
     failure_reasons: dict[str, int] = field(default_factory=dict)
     bad_lines: int = 0
+    examples: list[str] = field(default_factory=list)  # where: "file:line: reason" of the first failures
     seconds: float = 0.0
     processed: int = 0  # records featurized by this run (fewer than ``records`` when resuming)
 
@@ -77,7 +78,7 @@ class FeaturizeReport:
 
     def to_json(self) -> dict:
         return {"records": self.records, "replayed": self.replayed, "failed": self.failed,
-                "failure_reasons": self.failure_reasons, "bad_lines": self.bad_lines,
+                "failure_reasons": self.failure_reasons, "bad_lines": self.bad_lines, "examples": self.examples,
                 "seconds": round(self.seconds, 3), "records_per_second": round(self.records_per_second, 2),
                 "processed": self.processed}
 
@@ -132,6 +133,7 @@ def run_featurize(settings: FeaturizeSettings, out: Path, jobs: int = 1,
                   on_progress: Optional[Callable[[int, int], None]] = None) -> FeaturizeReport:
     """Featurize into ``out``. ``on_progress(records_done, files_done)`` is called per file."""
     start = time.perf_counter()
+    check_output(out)
     for kind, name in (("cuda", settings.gpu), ("llvm", settings.cpu)):
         if name is not None:
             settings.constants(kind)  # an unknown device fails here, not in every worker
@@ -146,8 +148,10 @@ def run_featurize(settings: FeaturizeSettings, out: Path, jobs: int = 1,
     done = done_indices(parts)
     todo = [u for u in units if u.index not in done]
     for u in units:
-        if u.index in done and on_progress:
-            on_progress(read_part(part_path(parts, u.index)).records_read, 1)
+        if u.index in done:
+            n_read = read_part(part_path(parts, u.index)).records_read  # checks the part before new work
+            if on_progress:
+                on_progress(n_read, 1)
     tasks = ((source, settings, u, parts) for u in todo)
     processed = 0
     if jobs > 1 and len(todo) > 1:
@@ -179,6 +183,7 @@ def run_featurize(settings: FeaturizeSettings, out: Path, jobs: int = 1,
     for _, u in unit_feats:
         report.records += u.records_read
         report.replayed += len(u.arrays["line"])
+        report.examples += [f"{u.file}:{line}: {reason}" for line, reason in u.failures[:20 - len(report.examples)]]
         for _, reason in u.failures:
             if reason.startswith("unreadable line"):
                 report.bad_lines += 1

@@ -7,7 +7,6 @@ those dataclasses (cli_options.py), so a default is written once, where the stag
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Optional, Sequence
@@ -16,13 +15,11 @@ import numpy as np
 
 from .bundled import default_dataset
 from .cli_options import add_options, settings_from
+from .errors import BadInput, crash_log, dumps
 from .models.registry import MODEL_NAMES
 from .progress import Progress
-from .sources.base import SourceError
-from .store.schema import StoreError
-from .tenset.dataset import DatasetError, DatasetSummary, discover, load_task_index, summarize
-from .tenset.splits import SplitError
-from .training.export import ModelFileError
+from .tenset.dataset import DatasetSummary, discover, load_task_index, summarize
+from .tenset.splits import SplitError, parse_split
 
 
 def _print_summary(s: DatasetSummary) -> None:
@@ -82,8 +79,41 @@ def cmd_info(args: argparse.Namespace) -> int:
             summary = summarize(layout, index, on_file=lambda path, lines: bar.update(1))
         _print_summary(summary)
     if args.json:
-        print(json.dumps(summary.to_json(), sort_keys=True))
+        print(dumps(summary.to_json(), sort_keys=True))
     return 0
+
+
+def _int_from(low: int):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, not {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low}, not {value}")
+        return value
+    return parse
+
+
+def _number_in(low: float, high: float, low_open: bool = False, high_open: bool = False):
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, not {text!r}") from None
+        if not ((low < value if low_open else low <= value) and (value < high if high_open else value <= high)):
+            raise argparse.ArgumentTypeError(
+                f"must lie in {'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}, not {text}")
+        return value
+    return parse
+
+
+def _split(text: str) -> str:
+    try:
+        parse_split(text)
+    except SplitError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
 
 
 def cmd_featurize(args: argparse.Namespace) -> int:
@@ -96,10 +126,13 @@ def cmd_featurize(args: argparse.Namespace) -> int:
     print(f"records            {report.records}  (replayed {report.replayed}, failed {report.failed})")
     for reason, n in report.failure_reasons.items():
         print(f"  {reason}: {n}")
+    print(f"unreadable lines   {report.bad_lines}")
+    for example in report.examples:
+        print(f"  {example}")
     if report.failed or report.bad_lines:
         print(f"where              pruner-train failures {args.out}  (file:line: reason of each)")
     print(f"time               {report.seconds:.1f} s  ({report.records_per_second:.1f} records/s)")
-    print(json.dumps(report.to_json(), sort_keys=True))
+    print(dumps(report.to_json(), sort_keys=True))
     return 0
 
 
@@ -132,7 +165,7 @@ def cmd_check_replay(args: argparse.Namespace) -> int:
             return 2
     print(format_table(report))
     if args.json:
-        print(json.dumps(report.to_json(), sort_keys=True))
+        print(dumps(report.to_json(), sort_keys=True))
     return 0
 
 
@@ -144,6 +177,8 @@ def ensure_store(data: Path, cache: Path, jobs: int, quiet: bool, devices: Optio
     """
     if data.is_file():
         return data
+    if not data.is_dir():
+        raise BadInput(f"{data}: no such store file or dataset directory")
     from .build_store import FeaturizeSettings, cached_store
 
     devices = devices or {}
@@ -199,7 +234,7 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
     for model, r in results.items():
         print(f"{model}: {r['checkpoint']}")
     if args.json:
-        print(json.dumps(results, sort_keys=True))
+        print(dumps(results, sort_keys=True))
     return 0
 
 
@@ -220,7 +255,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     for png in plot_evaluation(ev, dm, out / f"evaluate_{name}", name):
         print(f"plot: {png}")
     if args.json:
-        print(json.dumps({**ev.to_json(), "split": split}, sort_keys=True))
+        print(dumps({**ev.to_json(), "split": split}, sort_keys=True))
     return 0
 
 
@@ -237,7 +272,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         if "skipped" in r:
             print(f"{name}: skipped, {r['skipped']}")
     if args.json:
-        print(json.dumps(results, sort_keys=True))
+        print(dumps(results, sort_keys=True))
     return 0
 
 
@@ -275,7 +310,7 @@ def _follow(args: argparse.Namespace, module, device, cfg, method: str) -> int:
     st = follow(module, live, args.target, device, method, cfg, args.save, save_every=args.save_every,
                 idle_timeout=args.idle_timeout, max_records=args.max_records,
                 on_event=lambda msg: print(msg, file=sys.stderr))
-    print(json.dumps({"online_records": st.online, "rounds": st.rounds, "lines": st.lines,
+    print(dumps({"online_records": st.online, "rounds": st.rounds, "lines": st.lines,
                       "skipped": st.skipped, "model": str(args.save)}))
     return 0
 
@@ -287,7 +322,7 @@ def cmd_adapt(args: argparse.Namespace) -> int:
     from .features import FEATURE_SCHEMA_VERSION
     from .features.devices import device_to_json
     from .store.reader import FeatureStore
-    from .training.export import check_same_devices, load_model
+    from .training.export import check_same_devices, check_schema, load_model
 
     # the model must read features of its own schema: the stores' (checked below), or, when
     # following a live run, the ones this version extracts
@@ -303,8 +338,11 @@ def cmd_adapt(args: argparse.Namespace) -> int:
     stores = [ensure_store(p, args.cache, args.jobs, args.quiet, wanted)
               for p in [args.records] + ([args.eval] if args.eval else [])]
     for store in stores:
-        st = FeatureStore(store, expect_schema=str(module.hparams.feature_schema))
+        check_schema(args.checkpoint, module.hparams.get("feature_schema"), _store_schema(store))
+        st = FeatureStore(store)
         data = st.load()
+        if not data.n_records:
+            raise BadInput(f"{store}: holds no records to adapt with ({st.failure_note() or 'none'})")
         kinds = {k.rpartition("|")[2] for k in data.task_keys}
         if kinds - {args.target}:
             raise SystemExit(f"pruner-train: {store} holds {', '.join(sorted(kinds))} records, but --target is "
@@ -333,7 +371,7 @@ def cmd_adapt(args: argparse.Namespace) -> int:
         plot_curves(curves, png, f"adapting {args.checkpoint.name} on {args.records.name}")
         print(f"plot: {png}")
     if args.json:
-        print(json.dumps({m: [{k: p[k] for k in ("online_records", "peak@1", "peak@5")} for p in pts]
+        print(dumps({m: [{k: p[k] for k in ("online_records", "peak@1", "peak@5")} for p in pts]
                           for m, pts in curves.items()}))
     return 0
 
@@ -358,22 +396,12 @@ def _data_args(p: argparse.ArgumentParser, split_help: str) -> None:
     p.add_argument("--data", type=Path, default=default_dataset(),
                    help="a TenSet dataset or MetaSchedule database directory (featurized on first use, cached by "
                         "content) or a feature store .h5 (default: the bundled tenset-mini)")
-    p.add_argument("--split", help="within_task[:F] | by_task[:F[:SEED]] | holdout:all_five | holdout:NET,NET | all; "
+    p.add_argument("--split", type=_split, help="within_task[:F] | by_task[:F[:SEED]] | holdout:all_five | holdout:NET,NET | all; "
                    + split_help)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--jobs", type=_positive, default=2, help="featurization workers when --data is a directory")
+    p.add_argument("--seed", type=_int_from(0), default=0)
+    p.add_argument("--jobs", type=_int_from(1), default=2, help="featurization workers when --data is a directory")
     p.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     p.add_argument("--quiet", action="store_true")
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
-    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -395,7 +423,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dataset", type=Path, help="a TenSet dataset or a MetaSchedule database directory")
     p.add_argument("--out", type=Path, required=True, help="store to write (FILE.h5); FILE.h5.parts/ holds "
                    "the work of an interrupted run, which the same command resumes")
-    p.add_argument("--jobs", type=_positive, default=1, help="worker processes")
+    p.add_argument("--jobs", type=_int_from(1), default=1, help="worker processes")
     add_options(p, FeaturizeSettings, skip={"dataset"})
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_featurize)
@@ -408,7 +436,7 @@ def build_parser() -> argparse.ArgumentParser:
     _data_args(p, "default within_task")
     p.add_argument("--model", nargs="+", default=["pacm", "draft"], choices=MODEL_NAMES)
     p.add_argument("--out", type=Path, default=Path("runs/pretrain"), help="run directory (resumes if present)")
-    p.add_argument("--max-epochs", type=_positive, help="override the recipe's 50")
+    p.add_argument("--max-epochs", type=_int_from(1), help="override the recipe's 50")
     p.add_argument("--accelerator", help="cpu, gpu, auto, ... (Lightning)")
     p.add_argument("--devices", help="e.g. 1, 4, auto (Lightning)")
     p.add_argument("--strategy", help="e.g. ddp (Lightning)")
@@ -426,14 +454,15 @@ def build_parser() -> argparse.ArgumentParser:
     _data_args(p, "default within_task")
     p.add_argument("--models", nargs="+", default=list(MODEL_NAMES), choices=MODEL_NAMES)
     p.add_argument("--out", type=Path, default=Path("runs/compare"))
-    p.add_argument("--max-epochs", type=_positive)
+    p.add_argument("--max-epochs", type=_int_from(1))
     p.set_defaults(func=cmd_compare)
 
     p = sub.add_parser("check-replay", help="compare replayed programs' per-store features with the "
                        "dataset's oracle/ (Ansor's own), per feature group")
     p.add_argument("dataset", type=Path)
-    p.add_argument("--sample", type=int, default=0, help="records per record file, evenly spaced (0: all)")
-    p.add_argument("--tol", type=float, default=0.05, help="agreement tolerance on the log-scaled values")
+    p.add_argument("--sample", type=_int_from(0), default=0, help="records per record file, evenly spaced (0: all)")
+    p.add_argument("--tol", type=_number_in(0, float("inf"), low_open=True), default=0.05,
+                   help="agreement tolerance on the log-scaled values")
     p.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     p.add_argument("--quiet", action="store_true", help="no progress")
     p.set_defaults(func=cmd_check_replay)
@@ -448,21 +477,21 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"default {METHODS[0]}: adapts only where fresh measurements show it ranks better")
     add_options(p, AdaptConfig)
     p.add_argument("--eval", type=Path, help="held-out records (same kinds as --records) scored as adaptation goes")
-    p.add_argument("--eval-fraction", type=float, default=0.0,
+    p.add_argument("--eval-fraction", type=_number_in(0, 1, high_open=True), default=0.0,
                    help="without --eval: hold out the last FRACTION of each task's records for scoring")
-    p.add_argument("--eval-every", type=_positive, default=50, help="online records between held-out scores")
+    p.add_argument("--eval-every", type=_int_from(1), default=50, help="online records between held-out scores")
     p.add_argument("--gpu", help="GPU constants for cuda records, where the model recorded none")
     p.add_argument("--cpu", help="CPU constants for llvm records, where the model recorded none")
-    p.add_argument("--jobs", type=_positive, default=2)
+    p.add_argument("--jobs", type=_int_from(1), default=2)
     p.add_argument("--cache", type=Path, default=Path("runs/features"))
     p.add_argument("--out", type=Path, default=Path("runs/adapt"), help="where the curves PNG goes")
     p.add_argument("--follow", action="store_true", help="follow --records while a tuning run appends to it")
     p.add_argument("--tasks", type=Path, help="with --follow on an Ansor record file: the TenSet dataset whose "
                    "network_info has the tasks")
     p.add_argument("--save", type=Path, help="with --follow: the adapted model file, replaced atomically")
-    p.add_argument("--save-every", type=_positive, default=1, help="with --follow: rounds between saves")
-    p.add_argument("--idle-timeout", type=float, default=30.0, help="with --follow: stop after this long idle")
-    p.add_argument("--max-records", type=_positive, help="with --follow: stop after this many online records")
+    p.add_argument("--save-every", type=_int_from(1), default=1, help="with --follow: rounds between saves")
+    p.add_argument("--idle-timeout", type=_number_in(0, float("inf"), low_open=True), default=30.0, help="with --follow: stop after this long idle")
+    p.add_argument("--max-records", type=_int_from(1), help="with --follow: stop after this many online records")
     p.add_argument("--json", action="store_true")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_adapt)
@@ -488,9 +517,20 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (DatasetError, StoreError, ModelFileError, SourceError, SplitError) as exc:
+    except BadInput as exc:
         print(f"pruner-train: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # a full disk, a read-only or missing path: the user's to fix, not a bug
+        print(f"pruner-train: {f'{exc.filename}: ' if exc.filename else ''}{exc.strerror or exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("pruner-train: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - whatever it is, the user gets one line and a log, not a traceback
+        first = str(exc).splitlines()[0][:200] if str(exc) else ""
+        print(f"pruner-train: internal error ({type(exc).__name__}: {first}): this is a bug in pruner-offline; "
+              f"the traceback is in {crash_log(exc)}, please attach it to a report", file=sys.stderr)
+        return 70
 
 
 if __name__ == "__main__":

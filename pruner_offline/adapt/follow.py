@@ -17,6 +17,7 @@ from typing import Callable, Optional, Union
 
 import torch
 
+from ..errors import BadInput
 from ..features.devices import DeviceConstants, device_to_json
 from ..sources.base import LiveProgram, LiveSource
 from ..tenset.records import BadLine
@@ -28,7 +29,7 @@ from .online import OnlineProgram, OnlineRecords
 STATE_FORMAT = "pruner-offline-adapt-state/1"
 
 
-class TargetMismatch(ValueError):
+class TargetMismatch(BadInput):
     pass
 
 
@@ -69,11 +70,15 @@ def follow(pretrained: CostModelModule, live: LiveSource, target: str, device: D
     st = FollowState()
     resume_lines = 0
     if state_path.exists():
-        saved = torch.load(state_path, map_location="cpu", weights_only=True)
-        if saved.get("format") != STATE_FORMAT or saved.get("method") != method_name:
-            raise ValueError(f"{state_path}: state of another kind or method; remove it to start over")
-        method.load_state(saved["states"])
-        resume_lines, st.rounds, st.skipped = int(saved["lines"]), int(saved["rounds"]), int(saved["skipped"])
+        try:
+            saved = torch.load(state_path, map_location="cpu", weights_only=True)
+            if saved.get("format") != STATE_FORMAT or saved.get("method") != method_name:
+                raise ValueError("state of another kind or method")
+            method.load_state(saved["states"])
+            resume_lines, st.rounds, st.skipped = int(saved["lines"]), int(saved["rounds"]), int(saved["skipped"])
+        except Exception as exc:  # noqa: BLE001 - unpickling and state errors come in many types
+            raise BadInput(f"{state_path}: cannot resume from it ({type(exc).__name__}: {exc}); "
+                           "remove it to start over") from None
         say(f"resuming after line {resume_lines} ({st.rounds} rounds)")
     online = OnlineRecords()
     pending = 0

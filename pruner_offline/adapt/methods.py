@@ -6,9 +6,11 @@
 - ``guarded`` (the default): never trusts a retrain it has not checked. Every retrain fine-tunes a
   copy of the *pretrained* weights on the older online records; the newest records (which it did
   not see) then judge the weight-space mixes θ_w = (1−w)·θ_pretrained + w·θ_tuned for
-  w ∈ {0, ¼, ½, ¾, 1}, and the best one on them predicts (ties go to the smaller w). w = 0 is the
-  pretrained model itself, so adaptation only moves away from it when measurements on programs it
-  was not trained on say that ranks better. Mixing weights rather than scores keeps the predictor
+  w ∈ {0, ¼, ½, ¾, 1}: a mix replaces the pretrained model (w = 0) only when its within-task
+  pairwise accuracy on the fresh records beats the pretrained model's by more than 1/√n_fresh
+  (the noise of so few records), and the best such mix predicts (ties go to the smaller w). So
+  adaptation only moves away from pretraining when measurements on programs the tuned copy was
+  not trained on say clearly that it ranks better. Mixing weights rather than scores keeps the predictor
   an ordinary model (it is saved and loaded like any other); fine-tuned weights lie close to the
   pretrained ones, where such mixes are known to keep what both know (robust fine-tuning, WiSE-FT).
 - ``moa``: momentum online adaptation (Pruner), as published. A momentum copy θ_s starts as the
@@ -183,12 +185,18 @@ class Guarded(Method):
         data = online.data()
         fresh = np.arange(n) >= n - n_fresh  # the online set keeps arrival order
         rows = np.arange(n)
-        best, best_score = 0.0, -np.inf
+        scores = {}
         for w in MIXES:
             pred = mixed(self.pretrained, tuned, w).predict_rows(lambda r: gather_batch(data, r), rows)
-            score = fresh_pair_accuracy(pred, data.records["label"], data.records["task_id"], fresh)
-            if np.isfinite(score) and score > best_score + 1e-9:  # ties stay nearer the pretrained model
-                best, best_score = w, score
+            scores[w] = fresh_pair_accuracy(pred, data.records["label"], data.records["task_id"], fresh)
+        # Moving away from the pretrained model needs evidence beyond the noise of a few fresh records:
+        # an accuracy gain of at least one standard error of an accuracy over n_fresh records (0.5/√n),
+        # doubled for comparing two of them. Ties stay nearer the pretrained model.
+        margin = 1.0 / np.sqrt(n_fresh)
+        best = 0.0
+        for w in MIXES[1:]:
+            if np.isfinite(scores[w]) and scores[w] > scores[0.0] + margin and scores[w] >= scores[best] + 1e-9:
+                best = w
         self.mix = best
         self.predictor = mixed(self.pretrained, tuned, best)
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from ..errors import BadInput
+
 
 @dataclass(frozen=True)
 class DeviceConstants:
@@ -53,14 +55,18 @@ DEFAULT_DEVICE = {"cuda": "h200", "llvm": "epyc-7452"}
 GPU_KINDS = frozenset({"cuda", "rocm", "vulkan", "metal", "opencl"})
 
 
+class UnknownDevice(BadInput, KeyError):
+    """A KeyError too: callers looked names up in a dict before this had its own type."""
+
+
 def get_device(device: str | DeviceConstants) -> DeviceConstants:
     if isinstance(device, DeviceConstants):
         return device
     try:
         return DEVICES[device.lower()]
     except KeyError:
-        raise ValueError(f"unknown device {device!r}; known: {', '.join(sorted(DEVICES))} "
-                         "(or pass a DeviceConstants)") from None
+        raise UnknownDevice(f"unknown device {device!r}; known: {', '.join(sorted(DEVICES))} "
+                            "(or pass a DeviceConstants)") from None
 
 
 def default_device(target_kind: str) -> DeviceConstants:
@@ -71,7 +77,7 @@ def device_for(target_kind: str, device: str | DeviceConstants | None = None) ->
     """The constants to use for programs of ``target_kind``; refuses a CPU for GPU programs and back."""
     dev = default_device(target_kind) if device is None else get_device(device)
     if dev.is_gpu != (target_kind in GPU_KINDS):
-        raise ValueError(f"device {dev.name} is a {'GPU' if dev.is_gpu else 'CPU'}, but the programs are "
+        raise BadInput(f"device {dev.name} is a {'GPU' if dev.is_gpu else 'CPU'}, but the programs are "
                          f"{target_kind} programs")
     return dev
 

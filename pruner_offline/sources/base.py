@@ -18,13 +18,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Optional, Union
 
+from ..errors import BadInput
 from ..tenset.records import BadLine
 
 
 _EDGE = 16 * 1024
 
 
-class SourceError(ValueError):
+class SourceError(BadInput):
     """A path that is no source this toolkit can read, with the reason."""
 
 

@@ -17,6 +17,7 @@ from typing import Iterable, Iterator, Optional, Union
 
 import numpy as np
 
+from ..errors import BadInput
 from ..tenset.labels import FAILED_COST, task_labels
 from ..tenset.records import BadLine, SourceLine
 from .base import LiveProgram, LiveSource, ProgramSource, SourceProgram, TailedFile, Unit, UnitPrograms, register_source
@@ -71,7 +72,19 @@ def _check(obj: object) -> tuple[int, tuple[float, ...], str]:
 
 
 def _workload_lines(root: Path) -> list[bytes]:
-    return [line for line in open(root / WORKLOAD_FILE, "rb") if line.strip()]
+    with open(root / WORKLOAD_FILE, "rb") as f:
+        return [line for line in f if line.strip()]
+
+
+def _checked_workload_lines(root: Path) -> list[bytes]:
+    """The workload lines; with none, every tuning record would be dropped, so that is refused."""
+    lines = _workload_lines(root)
+    if not lines:
+        with open(root / RECORD_FILE, "rb") as f:
+            if any(line.strip() for line in f):
+                raise BadInput(f"{root / WORKLOAD_FILE}: holds no workloads, but {RECORD_FILE} has tuning records, "
+                               "each naming a line of it")
+    return lines
 
 
 def parse_ms_lines(lines: Iterable[bytes], path: str, n_workloads: int,
@@ -83,8 +96,8 @@ def parse_ms_lines(lines: Iterable[bytes], path: str, n_workloads: int,
         source = SourceLine(path, lineno)
         try:
             workload, run_secs, kind = _check(json.loads(line))
-        except (ValueError, UnicodeDecodeError, RecursionError) as exc:  # nesting too deep for json
-            yield BadLine(source, f"bad tuning record: {exc}")
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:  # RecursionError: nested too deep
+            yield BadLine(source, f"bad tuning record: {type(exc).__name__}: {str(exc)[:200]}")
             continue
         if not 0 <= workload < n_workloads:
             yield BadLine(source, f"workload index {workload} out of range (0..{n_workloads - 1})" if n_workloads
@@ -97,7 +110,7 @@ def read_ms_records(root: Union[str, Path]) -> Iterator[Union[MSRecordLine, BadL
     """Stream the tuning records of a database directory."""
     root = Path(root)
     with open(root / RECORD_FILE, "rb") as f:
-        yield from parse_ms_lines(f, str(root / RECORD_FILE), len(_workload_lines(root)))
+        yield from parse_ms_lines(f, str(root / RECORD_FILE), len(_checked_workload_lines(root)))
 
 
 @lru_cache(maxsize=2)
@@ -132,7 +145,7 @@ class _Workloads:
         """The structural hash MetaSchedule keys the workload by."""
         try:
             return str(json.loads(self.lines[index])[0])
-        except (IndexError, ValueError, KeyError, TypeError):
+        except (IndexError, ValueError, KeyError, TypeError, RecursionError):
             return f"workload{index}"
 
 
@@ -170,7 +183,8 @@ class MetaScheduleSource(ProgramSource):
     def units(self, device: Optional[str] = None, include_unmeasured: bool = False) -> list[Unit]:
         if device is not None and device != self.root.name:
             return []
-        return [Unit(k, self.root.name, f"{RECORD_FILE}#workload={k}") for k in range(len(_workload_lines(self.root)))]
+        return [Unit(k, self.root.name, f"{RECORD_FILE}#workload={k}")
+                for k in range(len(_checked_workload_lines(self.root)))]
 
     def _records(self) -> tuple[dict[int, list[MSRecordLine]], list[BadLine]]:
         stamp = tuple((p.stat().st_size, p.stat().st_mtime_ns) for p in self.files())

@@ -2,20 +2,20 @@
 
 A unit is one record file (one task on one device). The file's task is the one most of its
 records name: a line naming another task is reported against its line, not allowed to decide
-the fate of the whole file.
+the fate of the whole file. A measured record whose costs cannot be a measurement (a success
+without positive times) is reported against its line too, and takes no part in the labels.
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from functools import lru_cache
 from pathlib import Path
 from typing import Optional, Union
 
 import numpy as np
 
-from ..tenset.dataset import UNMEASURED, DatasetError, TaskIndex, discover, load_task_index
-from ..tenset.labels import mean_costs, task_labels
+from ..tenset.dataset import UNMEASURED, DatasetError, TaskIndex, discover, file_task_key, load_task_index
+from ..tenset.labels import cost_problem, mean_costs, task_labels
 from ..tenset.records import BadLine, Record, parse_lines, read_records
 from ..tenset.tasks import Task
 from .base import LiveProgram, LiveSource, ProgramSource, SourceProgram, TailedFile, Unit, UnitPrograms, register_source
@@ -83,18 +83,22 @@ class TenSetSource(ProgramSource):
                 records.append(item)
         if not records:
             return UnitPrograms("", "", [], 0, bad)
-        (key, kind), _ = Counter((r.workload_key.text, r.target_kind) for r in records).most_common(1)[0]
-        cost = mean_costs([r.costs for r in records])
+        key, kind = file_task_key(records)
+        measured = unit.device != UNMEASURED
+        problems = [cost_problem(r.costs, r.error_no) if measured else None for r in records]
         of_task = np.array([(r.workload_key.text, r.target_kind) == (key, kind) for r in records])
-        labels = (np.full(len(records), np.nan) if unit.device == UNMEASURED
-                  else task_labels(cost, np.array([r.ok for r in records], dtype=bool) & of_task))
+        usable = of_task & np.array([p is None for p in problems], dtype=bool)
+        cost = mean_costs([r.costs for r in records])
+        labels = (task_labels(cost, usable & np.array([r.ok for r in records], dtype=bool)) if measured
+                  else np.full(len(records), np.nan))
         task = _task_index(str(self.root)).tasks.get((key, kind))
 
         def program(pos: int, rec: Record) -> SourceProgram:
-            if not of_task[pos]:
-                return SourceProgram(rec.source.line, pos, float(cost[pos]), rec.error_no, float("nan"), None,
-                                     f"other task: this line names {rec.workload_key.text[:60]} ({rec.target_kind}), "
-                                     f"its file's other records {key[:60]} ({kind})")
+            reason = (problems[pos] if of_task[pos] else
+                      f"other task: workload key {rec.workload_key.text} ({rec.target_kind}) is not the file's "
+                      f"{key} ({kind})")
+            if reason:
+                return SourceProgram(rec.source.line, pos, float(cost[pos]), rec.error_no, float("nan"), None, reason)
             return _replayed(task, rec, pos, float(cost[pos]), float(labels[pos]))
 
         return UnitPrograms(key, kind, (program(i, r) for i, r in enumerate(records)), len(records), bad)

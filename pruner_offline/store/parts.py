@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 import os
+import zipfile
 from pathlib import Path
 
 import numpy as np
 
+from ..atomic import atomic_write
 from .schema import DENSE_ARRAYS, RECORD_ARRAYS, STATEMENT_ARRAYS, StoreError, UnitFeatures
 
 _ARRAYS = tuple(RECORD_ARRAYS) + STATEMENT_ARRAYS + DENSE_ARRAYS
@@ -24,28 +26,35 @@ def part_path(parts_dir: Path, index: int) -> Path:
 
 def write_part(parts_dir: Path, index: int, unit: UnitFeatures) -> Path:
     meta = {
-        "file": unit.file, "device": unit.device, "workload_key": unit.workload_key,
+        "index": index, "file": unit.file, "device": unit.device, "workload_key": unit.workload_key,
         "target_kind": unit.target_kind, "failures": unit.failures, "records_read": unit.records_read,
     }
     final = part_path(parts_dir, index)
-    tmp = final.with_name(final.name + f".tmp{os.getpid()}")
-    with open(tmp, "wb") as f:
+    with atomic_write(final) as tmp, open(tmp, "wb") as f:
         np.savez(f, meta=np.array(json.dumps(meta)), **{k: unit.arrays[k] for k in _ARRAYS})
         f.flush()
         os.fsync(f.fileno())
-    os.replace(tmp, final)
     return final
 
 
+_REDO = "delete it and run the same command again to featurize its record file anew"
+
+
 def read_part(path: Path) -> UnitFeatures:
+    """A part, checked: it must be whole and be the part its name says (a part copied over
+    another would otherwise put one record file into the store twice and lose another)."""
     try:
         with np.load(path, allow_pickle=False) as z:
             meta = json.loads(str(z["meta"]))
             arrays = {k: z[k] for k in _ARRAYS}
-    except (OSError, ValueError, KeyError) as exc:
-        raise StoreError(f"{path}: unreadable part ({exc})") from None
-    return UnitFeatures(meta["file"], meta["device"], meta["workload_key"], meta["target_kind"], arrays,
-                        [(int(a), str(b)) for a, b in meta["failures"]], int(meta["records_read"]))
+        unit = UnitFeatures(meta["file"], meta["device"], meta["workload_key"], meta["target_kind"], arrays,
+                            [(int(a), str(b)) for a, b in meta["failures"]], int(meta["records_read"]))
+        index = meta["index"]
+    except (OSError, EOFError, ValueError, KeyError, TypeError, zipfile.BadZipFile) as exc:
+        raise StoreError(f"{path}: unreadable part ({type(exc).__name__}: {exc}); {_REDO}") from None
+    if type(index) is not int or part_path(path.parent, index) != path:
+        raise StoreError(f"{path}: holds part {index!r} ({unit.file}), not {path.name}; {_REDO}")
+    return unit
 
 
 def done_indices(parts_dir: Path) -> set[int]:
@@ -56,7 +65,10 @@ def check_manifest(parts_dir: Path, manifest: dict) -> None:
     """Create the manifest, or refuse to resume parts made with other settings."""
     path = parts_dir / "manifest.json"
     if path.exists():
-        old = json.loads(path.read_text())
+        try:
+            old = json.loads(path.read_text())
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise StoreError(f"{path}: unreadable ({exc}); delete {parts_dir} to start over") from None
         if old != manifest:
             diff = sorted(k for k in set(old) | set(manifest) if old.get(k) != manifest.get(k))
             raise StoreError(
@@ -64,6 +76,5 @@ def check_manifest(parts_dir: Path, manifest: dict) -> None:
                 "delete it or use the same settings to resume")
         return
     parts_dir.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True))
-    os.replace(tmp, path)
+    with atomic_write(path) as tmp:
+        tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True))

@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Union
+from typing import Iterator, Optional, Union
 
 import h5py
 import numpy as np
 
-from .schema import DENSE_ARRAYS, RECORD_ARRAYS, STATEMENT_ARRAYS, STORE_FORMAT, StoreError, UnitFeatures
+from .schema import (DENSE_ARRAYS, INDEX_DATASETS, RECORD_ARRAYS, ROW_SHAPES, STATEMENT_ARRAYS, STORE_FORMAT,
+                     StoreError, UnitFeatures)
 
 
 @dataclass
@@ -43,6 +44,37 @@ def _decode(v):
     return v.item() if isinstance(v, np.generic) else v
 
 
+def _length(d: object) -> int:
+    """Rows of a dataset; 0 for a scalar or a group, which the checks then refuse by shape."""
+    return d.shape[0] if isinstance(d, h5py.Dataset) and d.ndim else 0
+
+
+def _check_column(path: Path, name: str, d: h5py.Dataset, kind: str, rows: int) -> None:
+    if not isinstance(d, h5py.Dataset) or d.ndim != 1 or d.shape[0] != rows:
+        raise StoreError(f"{path}: inconsistent arrays: {name} has shape {getattr(d, 'shape', None)}, "
+                         f"expected ({rows},)")
+    if d.dtype.kind != kind and not (kind == "i" and d.dtype.kind == "u"):
+        raise StoreError(f"{path}: {name}: {d.dtype} values, expected {'integers' if kind in 'iu' else 'numbers'}")
+
+
+def _check_rows(path: Path, name: str, d: h5py.Dataset, rows: int) -> None:
+    # A store without rows may hold placeholder shapes: it gives a model nothing to misread.
+    shape = (rows, *ROW_SHAPES[name])
+    if not isinstance(d, h5py.Dataset) or _length(d) != rows or (rows and d.shape != shape):
+        raise StoreError(f"{path}: inconsistent arrays: {name} has shape {getattr(d, 'shape', None)}, expected {shape}")
+    if d.dtype.kind != "f":
+        raise StoreError(f"{path}: {name}: {d.dtype} values, expected numbers")
+
+
+def _bad_rows(d: StoreData) -> Iterator[tuple[str, str, np.ndarray]]:
+    """(array, problem, mask of its bad rows) for each array of numbers that reaches a model."""
+    label = d.records["label"]
+    yield "records/label", "outside [0, 1]", ~(np.isnan(label) | ((label >= 0) & (label <= 1)))  # NaN: unmeasured
+    for name, x in (("records/draft_score", d.records["draft_score"]), ("statements", d.statements),
+                    ("symbols", d.symbols), ("dataflow", d.dataflow), ("steps", d.steps)):
+        yield name, "not finite", ~np.isfinite(x).all(axis=tuple(range(1, x.ndim)))
+
+
 class FeatureStore:
     def __init__(self, path: Union[str, Path], expect_schema: Optional[str] = None):
         self.path = Path(path)
@@ -62,19 +94,47 @@ class FeatureStore:
                 "featurize the dataset again with this version (pruner-train featurize)")
 
     def _check(self, f: h5py.File) -> None:
-        try:
-            n = f["records/line"].shape[0]
-            bad = [k for k in list(RECORD_ARRAYS) + ["task_id", "file_id"] if f[f"records/{k}"].shape[0] != n]
-            offsets = f["records/stmt_offset"]
-            if offsets.shape[0] != n + 1:
-                bad.append("stmt_offset")
-            s = int(offsets[-1]) if offsets.shape[0] else 0
-            bad += [k for k in STATEMENT_ARRAYS if f[k].shape[0] != s]
-            bad += [k for k in DENSE_ARRAYS if f[k].shape[0] != n]
-        except KeyError as exc:
-            raise StoreError(f"{self.path}: missing dataset ({exc})") from None
-        if bad:
-            raise StoreError(f"{self.path}: inconsistent arrays: {', '.join(bad)}")
+        """Layout and index contents: a store that passes can be indexed without a crash."""
+        path = self.path
+        columns = {**RECORD_ARRAYS, "task_id": np.int32, "file_id": np.int32}
+        required = [f"records/{k}" for k in (*columns, "stmt_offset")] + list(STATEMENT_ARRAYS + DENSE_ARRAYS)
+        required += [f"{g}/{k}" for g, names in INDEX_DATASETS.items() for k in names]
+        missing = [name for name in required if name not in f]
+        if missing:
+            raise StoreError(f"{path}: missing datasets: {', '.join(missing)}")
+        n = _length(f["records/line"])
+        for k, dtype in columns.items():
+            _check_column(path, f"records/{k}", f[f"records/{k}"], np.dtype(dtype).kind, n)
+        offsets = f["records/stmt_offset"]
+        _check_column(path, "records/stmt_offset", offsets, "i", n + 1)
+        offsets = offsets[...]
+        s = int(offsets[-1])
+        for k in STATEMENT_ARRAYS + DENSE_ARRAYS:
+            _check_rows(path, k, f[k], s if k in STATEMENT_ARRAYS else n)
+        groups = {g: {k: f[f"{g}/{k}"] for k in names} for g, names in INDEX_DATASETS.items()}
+        steps = np.diff(offsets)
+        if offsets[0] != 0 or (steps < 0).any() or (steps != f["records/stmt_count"][...]).any():
+            raise StoreError(f"{path}: records/stmt_offset: does not start at 0 and step by stmt_count")
+        for g, columns in groups.items():
+            rows = _length(next(iter(columns.values())))
+            for k, d in columns.items():
+                if INDEX_DATASETS[g][k] == "i":
+                    _check_column(path, f"{g}/{k}", d, "i", rows)
+                elif d.shape != (rows,) or h5py.check_string_dtype(d.dtype) is None:
+                    raise StoreError(f"{path}: {g}/{k}: {d.shape} {d.dtype}, expected ({rows},) strings")
+        n_files, n_tasks = len(groups["files"]["path"]), len(groups["tasks"]["key"])
+        for name, bound in (("records/file_id", n_files), ("records/task_id", n_tasks),
+                            ("failures/file_id", n_files)):
+            ids = f[name][...]
+            if len(ids) and (ids.min() < 0 or ids.max() >= bound):
+                raise StoreError(f"{path}: {name}: ids outside 0..{bound - 1}")
+        for i, text in enumerate(f["tasks/networks"][...]):
+            try:
+                nets = json.loads(text)
+            except (ValueError, UnicodeDecodeError):
+                nets = None
+            if not isinstance(nets, dict) or not all(type(w) in (int, float) for w in nets.values()):
+                raise StoreError(f"{path}: tasks/networks row {i}: not a JSON object of network weights")
 
     @property
     def n_records(self) -> int:
@@ -82,9 +142,10 @@ class FeatureStore:
             return int(f["records/line"].shape[0])
 
     def load(self) -> StoreData:
+        """Every array, with the numbers a model will see checked (here, not on open: it reads them all)."""
         with h5py.File(self.path, "r") as f:
             records = {k: f[f"records/{k}"][...] for k in f["records"]}
-            return StoreData(
+            data = StoreData(
                 records=records,
                 statements=f["statements"][...],
                 symbols=f["symbols"][...],
@@ -95,6 +156,19 @@ class FeatureStore:
                 file_paths=[p.decode() for p in f["files/path"][...]],
                 file_devices=[d.decode() for d in f["files/device"][...]],
             )
+        self._check_numbers(data)
+        return data
+
+    def _check_numbers(self, d: StoreData) -> None:
+        for name, problem, bad in _bad_rows(d):
+            if bad.any():
+                row = int(np.flatnonzero(bad)[0])
+                rec = d.records
+                record = (int(np.searchsorted(rec["stmt_offset"], row, side="right") - 1)
+                          if name in STATEMENT_ARRAYS else row)
+                raise StoreError(f"{self.path}: {name} row {row} ({d.file_paths[rec['file_id'][record]]}:"
+                                 f"{rec['line'][record]}) is {problem} ({int(bad.sum())} rows in all): "
+                                 "featurize the dataset again")
 
     def has_step_vectors(self) -> bool:
         """Whether any record carries Ansor steps (TenSet sources do, MetaSchedule ones do not)."""
@@ -112,6 +186,14 @@ class FeatureStore:
             paths = [p.decode() for p in f["files/path"][...]]
             return [(paths[i], int(line), r.decode()) for i, line, r in
                     zip(f["failures/file_id"][...], f["failures/line"][...], f["failures/reason"][...])]
+
+    def failure_note(self) -> str:
+        """Where featurizing failed, for messages about missing records: "" when it never did."""
+        failures = self.failures()
+        if not failures:
+            return ""
+        path, line, reason = failures[0]
+        return f"featurizing failed on {len(failures)} records, e.g. {path}:{line}: {reason}"
 
     def units(self) -> list[tuple[int, UnitFeatures]]:
         """The store split back into its record files (for merging shards)."""

@@ -10,6 +10,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..errors import BadInput
+from ..tenset.step_vectors import MAX_STEPS, STEP_DIM
+
 STORE_FORMAT = 1
 
 # per-record arrays and their dtypes; statement rows are ragged (stmt_count per record)
@@ -24,9 +27,14 @@ RECORD_ARRAYS = {
 }
 STATEMENT_ARRAYS = ("statements", "symbols")
 DENSE_ARRAYS = ("dataflow", "steps")  # steps: TLP step vectors [R, 64, STEP_DIM]
+# the shape of one row of each feature array: what the models are built for (features/schema.py)
+ROW_SHAPES = {"statements": (174,), "symbols": (11,), "dataflow": (8, 23), "steps": (MAX_STEPS, STEP_DIM)}
+# the store's other groups: dataset -> "i" (integers) or "S" (strings); a group's datasets are columns of one table
+INDEX_DATASETS = {"files": {"index": "i", "path": "S", "device": "S", "task": "S", "records_read": "i"},
+                  "tasks": {"key": "S", "networks": "S"}, "failures": {"file_id": "i", "line": "i", "reason": "S"}}
 
 
-class StoreError(ValueError):
+class StoreError(BadInput):
     pass
 
 

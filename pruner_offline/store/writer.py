@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Iterable, Sequence
 
 import h5py
 import numpy as np
 
+from ..atomic import atomic_write
 from .parts import read_part
-from .schema import DENSE_ARRAYS, RECORD_ARRAYS, STATEMENT_ARRAYS, STORE_FORMAT, UnitFeatures
+from .schema import DENSE_ARRAYS, RECORD_ARRAYS, STATEMENT_ARRAYS, STORE_FORMAT, StoreError, UnitFeatures
 
 _STR = h5py.string_dtype()
 
@@ -46,8 +46,7 @@ def write_store(out: Path, units: Sequence[tuple[int, UnitFeatures]], meta: dict
         parts = [u.arrays[name] for _, u in units if len(u.arrays[name])] or [u.arrays[name] for _, u in units[:1]]
         return np.concatenate(parts).astype(dtype or parts[0].dtype, copy=False) if parts else np.zeros(0, dtype)
 
-    tmp = out.with_name(out.name + f".tmp{os.getpid()}")
-    with h5py.File(tmp, "w") as f:
+    with atomic_write(out) as tmp, h5py.File(tmp, "w") as f:
         f.attrs["store_format"] = STORE_FORMAT
         for k, v in meta.items():
             f.attrs[k] = json.dumps(v) if isinstance(v, (dict, list)) else v
@@ -75,7 +74,12 @@ def write_store(out: Path, units: Sequence[tuple[int, UnitFeatures]], meta: dict
         fg.create_dataset("file_id", data=np.array([x[0] for x in fails], dtype=np.int32))
         fg.create_dataset("line", data=np.array([x[1] for x in fails], dtype=np.int32))
         fg.create_dataset("reason", data=[x[2] for x in fails], dtype=_STR)
-    os.replace(tmp, out)
+
+
+def check_output(out: Path) -> None:
+    """Refuse a store path that cannot be written before the work that fills it starts."""
+    if out.is_dir():
+        raise StoreError(f"{out}: is a directory; name the store file to write, e.g. {out / 'features.h5'}")
 
 
 def assemble(out: Path, parts: Iterable[tuple[int, Path]], meta: dict,

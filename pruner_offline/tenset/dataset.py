@@ -12,10 +12,11 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator, Optional, Union
+from typing import Callable, Iterator, Optional, Sequence, Union
 
 import numpy as np
 
+from ..errors import BadInput
 from .labels import TENSET_MIN_RECORDS, FailedPolicy, mean_costs, task_labels
 from .records import MEASURE_ERRORS, BadLine, Record, read_records
 from .steps import STEP_CODES
@@ -25,7 +26,7 @@ RECORD_SUFFIXES = (".json", ".json.gz", ".jsonl", ".jsonl.gz")
 UNMEASURED = "(unmeasured)"  # device name given to to_measure_programs/
 
 
-class DatasetError(ValueError):
+class DatasetError(BadInput):
     pass
 
 
@@ -39,6 +40,9 @@ class DatasetLayout:
 
     def record_files(self, device: Optional[str] = None) -> list[tuple[str, Path]]:
         """(device, file) for every measured record file, sorted for a stable order."""
+        if device is not None and device not in self.measure_dirs:
+            raise DatasetError(f"{self.root}: no records of device {device!r} (measure_records/ has: "
+                               f"{', '.join(self.measure_dirs) or 'none'})")
         out = []
         for dev, d in sorted(self.measure_dirs.items()):
             if device is None or dev == device:
@@ -58,6 +62,10 @@ def discover(root: Union[str, Path]) -> DatasetLayout:
     root = Path(root)
     if not root.is_dir():
         raise DatasetError(f"{root}: not a directory")
+    if (root / "database_workload.json").is_file() and (root / "database_tuning_record.json").is_file():
+        # its two files would otherwise pass for TenSet record files with every line unreadable
+        raise DatasetError(f"{root}: a MetaSchedule database, not a TenSet dataset (featurize and adapt "
+                           "read both kinds)")
     info = root / "network_info"
     all_tasks = info / "all_tasks.pkl"
     network_files = tuple(sorted(info.glob("*.task.pkl"))) if info.is_dir() else ()
@@ -105,6 +113,15 @@ def load_task_index(layout: DatasetLayout) -> TaskIndex:
     return index
 
 
+def file_task_key(records: Sequence[Record]) -> Optional[tuple[str, str]]:
+    """(workload key, target kind) of a record file's task: the one most of its records name.
+
+    TenSet writes one task per file; taking the majority keeps one damaged line from
+    making every other record of the file look like an unknown task."""
+    keys = Counter((r.workload_key.text, r.target_kind) for r in records)
+    return keys.most_common(1)[0][0] if keys else None
+
+
 @dataclass
 class TaskRecords:
     """The records of one record file (one task on one device), with TenSet's labels."""
@@ -117,10 +134,7 @@ class TaskRecords:
 
     @property
     def key(self) -> Optional[tuple[str, str]]:
-        if self.records:
-            r = self.records[0]
-            return (r.workload_key.text, r.target_kind)
-        return None
+        return file_task_key(self.records)
 
     def labels(self, failed: FailedPolicy = "zero") -> np.ndarray:
         return task_labels(mean_costs([r.costs for r in self.records]),
@@ -146,11 +160,8 @@ def iter_task_records(
             (records if isinstance(item, Record) else bad).append(item)  # type: ignore[arg-type]
         if len(records) < min_records:
             continue
-        task = None
-        if records:
-            r = records[0]
-            task = index.tasks.get((r.workload_key.text, r.target_kind))
-        yield TaskRecords(dev, path, task, records, bad)
+        key = file_task_key(records)
+        yield TaskRecords(dev, path, index.tasks.get(key) if key else None, records, bad)
 
 
 @dataclass

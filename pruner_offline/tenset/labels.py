@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal, Sequence
+from typing import Literal, Optional, Sequence
 
 import numpy as np
 
@@ -13,6 +13,15 @@ FAILED_COST = 1e10
 
 # TenSet's make_dataset drops tasks with fewer measured records than this.
 TENSET_MIN_RECORDS = 48
+
+
+def cost_problem(costs: Sequence[float], error_no: int) -> Optional[str]:
+    """Why a measured record cannot be labelled, or None. A success (error_no 0) needs positive,
+    finite times: with none it would get label 0 and pass for a failure. (Programs not yet
+    measured carry ``[0]`` and are not labelled; this is for measured ones.)"""
+    if error_no == 0 and not (costs and all(0 < c < np.inf for c in costs)):
+        return f"bad costs: error_no 0 (a success) but costs {list(costs)!r} are not positive times"
+    return None
 
 
 def mean_costs(costs: Sequence[Sequence[float]]) -> np.ndarray:

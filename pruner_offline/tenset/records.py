@@ -13,6 +13,7 @@ import gzip
 import json
 import operator
 import os
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Iterable, Iterator, Optional, Union
@@ -229,7 +230,8 @@ def _open_binary(path: Union[str, Path]) -> IO[bytes]:
     return gzip.open(p, "rb") if p.endswith(".gz") else open(p, "rb")
 
 
-_SKIP_FIRST = frozenset(b"# \t\r\n")
+# Ansor's reader skips lines starting with these; a line starting with a tab is a record to it.
+_COMMENT_FIRST = frozenset(b"# ")
 
 
 def parse_lines(lines: Iterable[bytes], path: str, first_line: int = 1) -> Iterator[Union[Record, BadLine]]:
@@ -237,7 +239,7 @@ def parse_lines(lines: Iterable[bytes], path: str, first_line: int = 1) -> Itera
     interner = _Interner()
     loads = orjson.loads  # ~3x faster than json.loads on record lines
     for lineno, line in enumerate(lines, first_line):
-        if not line or line[0] in _SKIP_FIRST:
+        if not line or line[0] in _COMMENT_FIRST or line.isspace():
             continue
         source = SourceLine(path, lineno)
         try:
@@ -254,9 +256,13 @@ def parse_lines(lines: Iterable[bytes], path: str, first_line: int = 1) -> Itera
 def read_records(path: Union[str, Path]) -> Iterator[Union[Record, BadLine]]:
     """Stream one record file (``.json``/``.jsonl``, optionally ``.gz``) line by line."""
     p = os.fspath(path)
+    last = 0
     try:
         with _open_binary(p) as f:
-            yield from parse_lines(f, p)
-    except (OSError, EOFError) as exc:  # e.g. a gzip file cut short
-        yield BadLine(SourceLine(p, 0), f"cannot read file: {exc}")
+            for item in parse_lines(f, p):
+                last = item.source.line
+                yield item
+    except (OSError, EOFError, zlib.error) as exc:  # a gzip file cut short or damaged, a vanished file
+        where = f"after line {last}" if last else "from its start"
+        yield BadLine(SourceLine(p, last + 1), f"cannot read the file {where} (damaged or cut short?): {exc}")
 

@@ -14,11 +14,13 @@ from typing import Sequence
 
 import numpy as np
 
+from ..errors import BadInput
+
 # TenSet's evaluation networks (batch 1), held out of training as a group.
 ALL_FIVE = ("resnet_18", "resnet_50", "mobilenet_v2", "resnext_50", "bert_tiny", "bert_base")
 
 
-class SplitError(ValueError):
+class SplitError(BadInput):
     pass
 
 
@@ -64,6 +66,8 @@ def parse_split(text: str) -> SplitSpec:
         raise SplitError(f"bad split {text!r}: the test fraction must lie in (0, 1)")
     if spec.kind == "holdout" and not spec.networks:
         raise SplitError(f"bad split {text!r}: name the networks to hold out")
+    if spec.seed < 0:
+        raise SplitError(f"bad split {text!r}: the seed must be >= 0")
     return spec
 
 
@@ -100,5 +104,9 @@ def test_mask(
             raise SplitError("holdout split needs the networks of every task (the dataset has no network_info?)")
         held = set(spec.networks)
         test_tasks = np.array([bool(held & nets) for nets in task_networks], dtype=bool)
+        if len(test_tasks) and not test_tasks.any():
+            present = sorted(set().union(*task_networks))
+            raise SplitError(f"bad split {spec}: no task of this data is in {', '.join(spec.networks)} "
+                             f"(its networks: {', '.join(present) or 'none'})")
         return test_tasks[task_of_row] if len(test_tasks) else np.zeros(len(task_of_row), dtype=bool)
     raise SplitError(f"unknown split kind {spec.kind!r}")

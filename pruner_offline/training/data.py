@@ -11,7 +11,7 @@ from torch.utils.data import DataLoader
 
 from ..models.batch import Batch, make_batch
 from ..store.reader import FeatureStore, StoreData
-from ..tenset.splits import parse_split, test_mask
+from ..tenset.splits import SplitError, parse_split, test_mask
 from .normalize import Scales, fit_scales
 
 
@@ -59,7 +59,10 @@ class StoreDataModule(L.LightningDataModule):
         sizes = np.zeros(n_tasks, dtype=np.int64)
         np.maximum.at(sizes, task, rec["position"].astype(np.int64) + 1)
         networks = [frozenset(n) for n in d.task_networks]
-        is_test = test_mask(parse_split(self.split), task, rec["position"], sizes, networks)
+        try:
+            is_test = test_mask(parse_split(self.split), task, rec["position"], sizes, networks)
+        except SplitError as exc:
+            raise SplitError(f"{self.store}: {exc}") from None
         labelled = np.isfinite(rec["label"])
         self.test_rows = np.flatnonzero(is_test & labelled)
         train = np.flatnonzero(~is_test & labelled)
@@ -68,10 +71,14 @@ class StoreDataModule(L.LightningDataModule):
         n_val = int(round(len(perm) * self.val_fraction)) if len(perm) > 10 else 0
         self.val_rows = np.sort(perm[:n_val])
         self.train_rows = np.sort(perm[n_val:])
+        if not len(self.test_rows) or (not len(self.train_rows) and stage not in ("test", "predict")):
+            # scoring only needs test records: the model brings its own scales
+            what = "test" if not len(self.test_rows) else "training"
+            note = store.failure_note()
+            raise SplitError(f"{self.store}: the split {self.split!r} leaves no labelled {what} records "
+                             f"(the store holds {d.n_records} records{'; ' + note if note else ''})")
         if not len(self.train_rows):
-            if stage in ("test", "predict"):  # scoring only: the model brings its own scales
-                return
-            raise ValueError(f"{self.store}: the split {self.split!r} leaves no labelled training records")
+            return
         stmt_rows, _ = statement_index(rec["stmt_offset"], self.train_rows)
         self.scales: Scales = fit_scales(d.statements[stmt_rows], d.symbols[stmt_rows], d.dataflow[self.train_rows],
                                          d.steps[self.train_rows], rec["draft_score"][self.train_rows])

@@ -8,44 +8,62 @@ trees baseline keeps its tree arrays (``GBDT_FORMAT``).
 
 from __future__ import annotations
 
-import os
+import inspect
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Union
 
 import torch
 
-if TYPE_CHECKING:  # Lightning is imported when a model is built, not by whoever catches ModelFileError
+from ..atomic import atomic_write
+from ..errors import BadInput
+from .module import CostModelModule, TrainingDiverged
+
+if TYPE_CHECKING:
     from .gbdt_module import GBDTModule
-    from .module import CostModelModule
 
 MODEL_FORMAT = "pruner-offline-model/1"
 GBDT_FORMAT = "pruner-offline-gbdt/1"
 
 
-class ModelFileError(ValueError):
+class ModelFileError(BadInput):
     pass
 
 
-def _save(obj: dict, path: Union[str, Path]) -> Path:
+# hyper-parameters a model file may carry, with their types; integer ones are layer widths, kept small
+# enough that a hostile file cannot make the loader allocate without bound
+_HPARAMS = {k: type(p.default) for k, p in inspect.signature(CostModelModule.__init__).parameters.items()
+            if k != "self"}
+_MAX_WIDTH = 1 << 16
+
+
+def _non_finite(state: dict) -> int:
+    return sum(int((~torch.isfinite(v)).sum()) for v in state.values() if v.is_floating_point())
+
+
+def export_model(module: CostModelModule, path: Union[str, Path], meta: Optional[dict] = None) -> Path:
     path = Path(path)
+    state = {k: v.detach().cpu() for k, v in module.state_dict().items()}
+    bad = _non_finite(state)
+    if bad:
+        total = sum(v.numel() for v in state.values() if v.is_floating_point())
+        raise TrainingDiverged(f"{path}: not written: {bad} of {total} weights are not finite (training diverged; "
+                               "check the training data, or lower the learning rate)")
+    return _save({"format": MODEL_FORMAT, "hparams": dict(module.hparams), "state_dict": state, "meta": meta or {}},
+                 path)
+
+
+def _save(obj: dict, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)  # a reader never sees half a file
+    with atomic_write(path) as tmp:  # a reader never sees half a file
+        torch.save(obj, tmp)
     return path
-
-
-def export_model(module: "CostModelModule", path: Union[str, Path], meta: Optional[dict] = None) -> Path:
-    return _save({"format": MODEL_FORMAT, "hparams": dict(module.hparams),
-                  "state_dict": {k: v.detach().cpu() for k, v in module.state_dict().items()},
-                  "meta": meta or {}}, path)
 
 
 def export_gbdt(module: "GBDTModule", path: Union[str, Path], meta: Optional[dict] = None) -> Path:
     e = module.ensemble
     return _save({"format": GBDT_FORMAT, "hparams": dict(module.hparams), "meta": meta or {},
                   "trees": {k: torch.from_numpy(v) for k, v in e.arrays().items()},
-                  "baseline": e.baseline, "n_features": e.n_features}, path)
+                  "baseline": e.baseline, "n_features": e.n_features}, Path(path))
 
 
 def _gbdt(path: Union[str, Path], obj: dict) -> "GBDTModule":
@@ -60,30 +78,56 @@ def _gbdt(path: Union[str, Path], obj: dict) -> "GBDTModule":
     return GBDTModule(ensemble, str(obj["hparams"].get("feature_schema", "")))
 
 
+def _check_hparams(path: Union[str, Path], hparams: dict) -> None:
+    for k, v in hparams.items():
+        want = _HPARAMS.get(k)
+        if want is None:
+            raise ModelFileError(f"{path}: hparams: unknown hyper-parameter {k!r}")
+        if not (type(v) is want or (want is float and type(v) is int)):
+            raise ModelFileError(f"{path}: hparams: {k} is {v!r}, expected type {want.__name__}")
+        if want is int and not 0 < v <= _MAX_WIDTH:
+            raise ModelFileError(f"{path}: hparams: {k} is {v}, expected 1..{_MAX_WIDTH}")
+
+
+def check_schema(path: Union[str, Path], schema: object, expect: str) -> None:
+    """Refuse features of schema ``expect`` for the model file ``path``, trained on ``schema``, if they differ."""
+    if schema != expect:
+        raise ModelFileError(
+            f"{path} was trained on features of schema {schema!r} but these features are {expect!r}: "
+            "featurize the data with the toolkit version that trained the model, or retrain "
+            "(pruner-train pretrain) on data featurized by this version")
+
+
 def load_model(path: Union[str, Path], expect_schema: Optional[str] = None
-               ) -> tuple[Union["CostModelModule", "GBDTModule"], dict]:
-    """(module in eval mode, meta). Refuses files of another format or feature schema."""
+               ) -> tuple[Union[CostModelModule, "GBDTModule"], dict]:
+    """(module in eval mode, meta). Refuses files of another format or feature schema, and files whose
+    contents do not make a working model."""
     try:
         obj = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - unpickling errors come in many types
         raise ModelFileError(f"{path}: not a loadable model file ({type(exc).__name__}: {exc})") from None
     if not isinstance(obj, dict) or obj.get("format") not in (MODEL_FORMAT, GBDT_FORMAT):
         raise ModelFileError(f"{path}: not a pruner-offline model file (format {obj.get('format') if isinstance(obj, dict) else None!r})")
-    hparams = obj["hparams"]
-    schema = hparams.get("feature_schema")
-    if expect_schema is not None and schema != expect_schema:
-        raise ModelFileError(
-            f"{path} was trained on features of schema {schema!r} but these features are {expect_schema!r}: "
-            "featurize the data with the toolkit version that trained the model, or retrain "
-            "(pruner-train pretrain) on data featurized by this version")
-    if obj["format"] == GBDT_FORMAT:
-        return _gbdt(path, obj).eval(), obj.get("meta", {})
-    from .module import CostModelModule
-
-    module = CostModelModule(**hparams)
-    module.load_state_dict(obj["state_dict"])
+    trees = obj["format"] == GBDT_FORMAT
+    hparams, state, meta = obj.get("hparams"), obj.get("trees" if trees else "state_dict"), obj.get("meta", {})
+    for name, value in (("hparams", hparams), ("trees" if trees else "state_dict", state), ("meta", meta)):
+        if not isinstance(value, dict):
+            raise ModelFileError(f"{path}: {name} is {type(value).__name__}, expected a mapping")
+    _check_hparams(path, hparams)
+    if expect_schema is not None:
+        check_schema(path, hparams.get("feature_schema"), expect_schema)
+    if trees:
+        return _gbdt(path, obj).eval(), meta
+    try:
+        module = CostModelModule(**hparams)
+        module.load_state_dict(state)
+    except (ValueError, RuntimeError, TypeError) as exc:
+        raise ModelFileError(f"{path}: state_dict does not fit the model its hparams describe "
+                             f"({' '.join(str(exc).split())[:300]})") from None
+    if _non_finite(module.state_dict()):
+        raise ModelFileError(f"{path}: state_dict: holds weights that are not finite (NaN or infinite)")
     module.eval()
-    return module, obj.get("meta", {})
+    return module, meta
 
 
 def recorded_devices(meta: dict) -> dict[str, dict]:

@@ -8,12 +8,17 @@ import lightning as L
 import numpy as np
 import torch
 
+from ..errors import BadInput
 from ..models.batch import Batch
 from ..models.losses import LOSSES
 from ..models.metrics import ranking_report
 from ..models.registry import build_model
 from ..tenset.step_vectors import STEP_DIM
 from .normalize import Scales, log_scale
+
+
+class TrainingDiverged(BadInput):
+    """NaN or infinite numbers in training: the run stops, and no model file is written."""
 
 
 class CostModelModule(L.LightningModule):
@@ -62,6 +67,10 @@ class CostModelModule(L.LightningModule):
 
     def training_step(self, b: Batch, batch_idx: int) -> torch.Tensor:
         loss = self.loss_fn(self(b), b.y)
+        if not torch.isfinite(loss):
+            raise TrainingDiverged(
+                f"training diverged: the {self.hparams.model} loss is {loss.item()} at epoch {self.current_epoch}, "
+                f"batch {batch_idx} (learning rate {self.hparams.lr}); no model written: lower the learning rate")
         self.log("train_loss", loss, prog_bar=True, batch_size=b.size)
         return loss
 

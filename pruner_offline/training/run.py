@@ -8,19 +8,20 @@ from it.
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
 
+import torch
 from lightning.pytorch.cli import LightningCLI
 
 from ..bundled import recipe
+from ..errors import dumps
 from ..store.reader import FeatureStore
 from .data import StoreDataModule
 from .evaluate import Evaluation, evaluate_module
-from .export import export_model
+from .export import ModelFileError, export_model
 from .module import CostModelModule
 
 RECIPE_OF_MODEL = {"draft": ["pretrain.yaml", "draft.yaml"]}
@@ -52,6 +53,15 @@ def recipe_configs(model: str, extra: Sequence[Path] = ()) -> list[Path]:
     return [recipe(n) for n in RECIPE_OF_MODEL.get(model, ["pretrain.yaml"])] + list(extra)
 
 
+def check_resumable(ckpt: Path) -> None:
+    """Refuse a checkpoint Lightning could not resume from, before any training starts."""
+    try:
+        torch.load(ckpt, map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - unpickling errors come in many types
+        reason = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+        raise ModelFileError(f"{ckpt}: cannot resume from it ({reason}); delete it to train from the start") from None
+
+
 def make_cli(args: list[str]) -> LightningCLI:
     return LightningCLI(CostModelModule, StoreDataModule, run=False, args=args,
                         save_config_kwargs={"overwrite": True}, auto_configure_optimizers=False)
@@ -75,6 +85,8 @@ def pretrain(store: Path, model: str, split: str, out_dir: Path, *, max_epochs: 
         args += ["--data.batch_size", str(batch_size)]
     cli = make_cli(args)
     last = run_dir / "run" / "checkpoints" / "last.ckpt"
+    if last.is_file():
+        check_resumable(last)
     start = time.perf_counter()
     cli.trainer.fit(cli.model, datamodule=cli.datamodule, ckpt_path=str(last) if last.is_file() else None)
     seconds = time.perf_counter() - start
@@ -84,5 +96,5 @@ def pretrain(store: Path, model: str, split: str, out_dir: Path, *, max_epochs: 
     evaluation = evaluate_module(module, dm)
     meta = {**training_meta(store, split, seed, evaluation, dm, seconds), "epochs": int(cli.trainer.current_epoch)}
     model_file = export_model(module, out_dir / f"{model}.pt", meta)
-    (out_dir / f"{model}.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
+    (out_dir / f"{model}.json").write_text(dumps(meta, indent=1, sort_keys=True))
     return PretrainResult(model, model_file, evaluation, seconds, int(cli.trainer.current_epoch))

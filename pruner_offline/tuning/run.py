@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import importlib.util
-import json
-import math
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -14,12 +12,18 @@ import tvm
 from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule.logging import get_loggers_from_work_dir
 
+from ..errors import dumps
 from ..targets import tuning_target
 from .build import make_builder, make_runner
 from .settings import COST_MODELS, TuneSettings
 from .context import make_context
 from .timing import LatencyCurve, TimedCostModel
 
+
+    def __post_init__(self) -> None:
+        for name in ("trials", "trials_per_batch", "population_size", "num_cores"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, not {getattr(self, name)}")
 
 
 @dataclass(frozen=True)
@@ -39,18 +43,8 @@ class TuneReport:
     work_dir: str
 
     def to_json(self) -> str:
-        return json.dumps(_json_safe(asdict(self)), sort_keys=True, allow_nan=False)
-
-
-def _json_safe(value):
-    """Infinity (no candidate measured yet) becomes null: JSON has no Infinity."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _json_safe(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_json_safe(v) for v in value]
-    return value
+        """One JSON object; a latency never measured (no trial ran) is null."""
+        return dumps(asdict(self), sort_keys=True)
 
 
 def _cost_model(s: TuneSettings) -> ms.cost_model.CostModel:
