@@ -1,8 +1,8 @@
 """Command-line options derived from the settings dataclasses, so that every default lives once.
 
 A field becomes ``--field-name``; its ``metadata`` may give ``help``, ``flag`` (another option
-name), ``parse`` (a function from the text), ``choices`` and ``min`` (the smallest value
-accepted). Fields without a default are left to the caller (positional arguments).
+name), ``parse`` (a function from the text), ``choices``, and bounds: ``min``/``max`` (the
+smallest/largest value accepted) or ``above`` (a value it must exceed). Fields without a default are left to the caller (positional arguments).
 """
 
 from __future__ import annotations
@@ -33,11 +33,15 @@ def _user_errors(parse: Callable[[str], Any]) -> Callable[[str], Any]:
     return wrapped
 
 
-def _bounded(parse: Callable[[str], Any], low: Any, flag: str) -> Callable[[str], Any]:
+def _bounded(parse: Callable[[str], Any], meta: dict, flag: str) -> Callable[[str], Any]:
     def check(text: str) -> Any:
         value = parse(text)
-        if value < low:
-            raise argparse.ArgumentTypeError(f"{flag} must be at least {low}, not {text}")
+        if "min" in meta and value < meta["min"]:
+            raise argparse.ArgumentTypeError(f"{flag} must be at least {meta['min']}, not {text}")
+        if "above" in meta and not value > meta["above"]:
+            raise argparse.ArgumentTypeError(f"{flag} must be above {meta['above']}, not {text}")
+        if "max" in meta and value > meta["max"]:
+            raise argparse.ArgumentTypeError(f"{flag} must be at most {meta['max']}, not {text}")
         return value
     return check
 
@@ -76,8 +80,8 @@ def add_options(parser: argparse.ArgumentParser, cls: type, skip: Iterable[str] 
         parse = f.metadata.get("parse") or ({int: _number(int), float: _number(float)}.get(kind) or
                                             (Path if kind is Path else str))
         parse = _user_errors(parse)
-        if "min" in f.metadata:
-            parse = _bounded(parse, f.metadata["min"], flag)
+        if {"min", "max", "above"} & set(f.metadata):
+            parse = _bounded(parse, f.metadata, flag)
         shown = "" if default is None else f" (default: {default})"
         parser.add_argument(flag, dest=f.name, type=parse, default=default, choices=f.metadata.get("choices"),
                             help=help_text + shown)

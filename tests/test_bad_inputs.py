@@ -15,7 +15,7 @@ import torch
 import badinputs as bi
 from pruner_offline.cli import main
 from pruner_offline.errors import dumps
-from pruner_offline.replay.metaschedule import read_ms_records
+from pruner_offline.sources.metaschedule import read_ms_records
 from pruner_offline.store.reader import FeatureStore
 from pruner_offline.tenset.records import BadLine, Record, read_records
 from pruner_offline.training.export import export_model, load_model
@@ -116,9 +116,9 @@ def test_hostile_record_files_keep_every_good_record_and_say_where_the_bad_ones_
 
 
 def test_non_finite_features_are_a_located_failure_at_featurize_time(tenset_mini, tmp_path, capsys, monkeypatch):
-    import pruner_offline.features as features
+    import pruner_offline.features.program as program
 
-    real = features.featurize_prim_func
+    real = program.featurize_prim_func
     calls = []
 
     def nan_for_the_third_program(*args, **kwargs):
@@ -128,7 +128,7 @@ def test_non_finite_features_are_a_located_failure_at_featurize_time(tenset_mini
             feats.statements[0, 0] = np.nan
         return feats
 
-    monkeypatch.setattr(features, "featurize_prim_func", nan_for_the_third_program)
+    monkeypatch.setattr(program, "featurize_prim_func", nan_for_the_third_program)
     lines = bi.lines_of(bi.pool_files(tenset_mini)[0])
     ds = bi.dataset(tenset_mini, tmp_path / "ds", {"a.json": lines})
     code, text, _ = cli(capsys, "featurize", ds, "--out", tmp_path / "s.h5", "--quiet")
@@ -152,10 +152,15 @@ def test_a_metaschedule_database_with_no_workloads_is_refused(tmp_path, capsys):
     assert not (tmp_path / "s.h5").exists()
 
 
-def test_info_on_a_metaschedule_database_says_what_it_is(tmp_path, capsys):
-    db = bi.metaschedule_db(tmp_path / "db", ['["123", "AAAA"]'], [bi.ms_record(0, [1e-3])])
-    code, _, error = cli(capsys, "info", db)
-    assert code == 2 and f"{db}: a MetaSchedule database" in error
+def test_info_on_a_metaschedule_database_counts_its_records(tmp_path, capsys):
+    """It used to report "records 0, unreadable lines 1837" for a valid database."""
+    db = bi.metaschedule_db(tmp_path / "db", ['["123", "AAAA"]'],
+                            [bi.ms_record(0, [1e-3]), bi.ms_record(0, [2e-3]), "[0, not json"])
+    code, text, _ = cli(capsys, "info", db, "--json")
+    summary = json.loads(text.strip().splitlines()[-1])
+    assert code == 0 and (summary["workloads"], summary["records"], summary["bad_lines"]) == (1, 2, 1)
+    assert summary["bad_line_examples"][0].endswith("database_tuning_record.json:3: bad tuning record: "
+                                                    "JSONDecodeError: Expecting value: line 1 column 5 (char 4)")
 
 
 # -- featurize settings and outputs
@@ -241,7 +246,7 @@ def test_a_store_with_wrong_contents_is_refused_naming_the_array(damage, store, 
 def test_a_store_without_records_is_refused_saying_why(trained, tmp_path, capsys):
     empty = bi.store_without_records(tmp_path / "empty.h5", [])
     code, _, error = cli(capsys, "evaluate", "--data", empty, "--checkpoint", trained[0], "--quiet")
-    assert code == 2 and f"{empty}: the split 'within_task' leaves no labelled training records" in error
+    assert code == 2 and f"{empty}: the split 'all' leaves no labelled test records" in error
     failed = bi.store_without_records(tmp_path / "failed.h5", [(1, "replay: boom"), (2, "replay: boom")])
     code, _, error = cli(capsys, "pretrain", "--data", failed, "--model", "draft", "--out", tmp_path / "run",
                          "--max-epochs", "1", "--quiet")

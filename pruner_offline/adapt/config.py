@@ -10,12 +10,14 @@ METHODS = ("guarded", "moa", "finetune", "scratch", "frozen")
 
 @dataclass(frozen=True)
 class AdaptConfig:
-    momentum: float = field(default=0.99, metadata={"help": "moa: weight of the momentum copy in each update"})
+    momentum: float = field(default=0.99, metadata={"help": "moa: weight of the momentum copy in each update",
+                                                    "min": 0.0, "max": 1.0})
     round_size: int = field(default=10, metadata={"help": "programs measured per round", "flag": "--round", "min": 1})
     retrain_every: int = field(default=4, metadata={"help": "rounds between retrains", "min": 1})
     epochs: int = field(default=30, metadata={"help": "passes over the online records per retrain", "min": 1})
-    lr: float = field(default=7e-4, metadata={"help": "learning rate of the retrains"})
+    lr: float = field(default=7e-4, metadata={"help": "learning rate of the retrains", "above": 0.0})
     batch_size: int = field(default=512, metadata={"help": "online records per gradient step", "min": 2})
-    seed: int = field(default=0, metadata={"help": "seed of the retrains' shuffling and initialisation"})
+    seed: int = field(default=0, metadata={"help": "seed of the retrains' shuffling and initialisation", "min": 0})
     fresh_fraction: float = field(default=0.25, metadata={
-        "help": "guarded: the newest share of the online records, kept out of each retrain to judge it"})
+        "help": "guarded: the newest share of the online records, kept out of each retrain to judge it",
+        "above": 0.0, "max": 0.9})

@@ -95,8 +95,8 @@ class TenSetSource(ProgramSource):
 
         def program(pos: int, rec: Record) -> SourceProgram:
             reason = (problems[pos] if of_task[pos] else
-                      f"other task: workload key {rec.workload_key.text} ({rec.target_kind}) is not the file's "
-                      f"{key} ({kind})")
+                      f"other task: workload key {rec.workload_key.text} is not the file's {key}"
+                      + (f" (target {rec.target_kind}, not {kind})" if rec.target_kind != kind else ""))
             if reason:
                 return SourceProgram(rec.source.line, pos, float(cost[pos]), rec.error_no, float("nan"), None, reason)
             return _replayed(task, rec, pos, float(cost[pos]), float(labels[pos]))

@@ -20,12 +20,6 @@ from .context import make_context
 from .timing import LatencyCurve, TimedCostModel
 
 
-    def __post_init__(self) -> None:
-        for name in ("trials", "trials_per_batch", "population_size", "num_cores"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1, not {getattr(self, name)}")
-
-
 @dataclass(frozen=True)
 class TuneReport:
     workload: str

@@ -31,7 +31,8 @@ class TuneSettings:
                 "mlp, gbdt: a model file of that kind, which scores every candidate (required)"})
     draft: Optional[str] = field(default=None, metadata={
         "help": "pruner: learned draft model file (default: the analytic draft score)"})
-    verify_fraction: float = field(default=0.2, metadata={"help": "pruner: share of candidates PaCM re-ranks"})
+    verify_fraction: float = field(default=0.2, metadata={"help": "pruner: share of candidates PaCM re-ranks",
+                                                          "above": 0.0, "max": 1.0})
     online_epochs: int = field(default=0, metadata={
         "help": "pruner: retrain PaCM on the programs measured so far, this many epochs after each batch", "min": 0})
     online_method: str = field(default="guarded", metadata={
@@ -42,7 +43,14 @@ class TuneSettings:
     population_size: int = field(default=512, metadata={"flag": "--population", "min": 2,
                                                          "help": "evolutionary search population"})
     num_cores: int = field(default=2, metadata={"flag": "--cores", "min": 1, "help": "target num-cores and build workers"})
-    seed: Optional[int] = field(default=None, metadata={"help": "search seed (default: random)"})
+    seed: Optional[int] = field(default=None, metadata={"help": "search seed (default: random)", "min": 0})
     device: Optional[str] = field(default=None, metadata={
         "help": "device constants of the draft score (default: those the model was trained with)"})
     measure: MeasureSettings = field(default_factory=MeasureSettings)
+
+    def __post_init__(self) -> None:  # the same bounds for callers from Python as on the command line
+        for name in ("trials", "trials_per_batch", "population_size", "num_cores"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, not {getattr(self, name)}")
+        if not 0 < self.verify_fraction <= 1:
+            raise ValueError(f"verify_fraction must lie in (0, 1], not {self.verify_fraction}")
