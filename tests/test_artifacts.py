@@ -132,3 +132,17 @@ def test_training_and_evaluation_run_where_tvm_is_not_installed(mini_store, tmp_
                          timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "peak@1" in out.stdout
+
+
+def test_python_api_loads_the_bundled_checkpoints_for_tvm():
+    """What a TVM user does by hand: load our cost model and pass it to tune_tir themselves."""
+    from tvm.s_tir.meta_schedule.cost_model import CostModel
+
+    from pruner_offline.tuning.cost_model import PrunerCostModel
+
+    model = PrunerCostModel.from_checkpoint(CHECKPOINTS / "pacm.pt", draft=CHECKPOINTS / "draft.pt",
+                                            target_kind="llvm")
+    assert isinstance(model, CostModel) and model.device.name == "epyc-7452"
+    assert model.verifier.hparams.model == "pacm" and model.draft.hparams.model == "draft"
+    with pytest.raises(ModelFileError, match="trained on llvm programs, not cuda"):
+        PrunerCostModel.from_checkpoint(CHECKPOINTS / "pacm.pt", target_kind="cuda")
