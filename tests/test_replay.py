@@ -5,18 +5,18 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 tvm = pytest.importorskip("tvm")
 
-from pruner_offline.replay import build_prim_func, record_target, replay_record  # noqa: E402
+from pruner_offline.replay import record_target, replay_record  # noqa: E402
 from pruner_offline.replay.gpu import OVER_LIMITS, check_gpu_program  # noqa: E402
 from pruner_offline.tenset.records import Record, read_records  # noqa: E402
 from pruner_offline.tenset.steps import ComputeAtStep  # noqa: E402
 from pruner_offline.tenset.tasks import Task, load_all_tasks  # noqa: E402
 
 from conftest import tenset_mini_path  # noqa: E402
+from replay_checks import assert_replay_computes_the_compute  # noqa: E402
 
 DATA = tenset_mini_path()
 pytestmark = pytest.mark.skipif(DATA is None, reason="tenset-mini is neither bundled in datasets/ nor in ../shared/")
@@ -49,28 +49,12 @@ def _id(case: tuple[Task, Record]) -> str:
     return f"{case[0].desc}:{case[1].source.line}"
 
 
-def _random_args(task: Task, rng: np.random.Generator) -> list[np.ndarray]:
-    ops = task.graph.ops
-    return [rng.uniform(-1, 1, ops[r.op].shape).astype(ops[r.op].dtype) for r in task.graph.tensors]
-
-
-def _run(mod, target, args: list[np.ndarray]) -> np.ndarray:
-    dev = tvm.cpu()
-    tensors = [tvm.runtime.tensor(a, dev) for a in args]
-    tvm.compile(mod, target=target).jit()["main"](*tensors)
-    return tensors[-1].numpy()
-
-
 @pytest.mark.parametrize("case", LLVM, ids=_id)
 def test_llvm_replay_matches_unscheduled(case):
     task, rec = case
     res = replay_record(task, rec)
     assert res.ok, f"{rec.source}: {res.reason}: {res.detail}"
-    target = record_target(rec.target, rec.hardware_params)
-    args = _random_args(task, np.random.default_rng(rec.source.line))
-    expect = _run(tvm.IRModule({"main": build_prim_func(task.graph)}), target, args)
-    got = _run(res.mod, target, args)
-    np.testing.assert_allclose(got, expect, rtol=1e-4, atol=1e-4)
+    assert_replay_computes_the_compute(task, res.mod, rec.source.line)
 
 
 @pytest.mark.parametrize("case", CUDA, ids=_id)

@@ -12,18 +12,18 @@ import json
 from pathlib import Path
 from typing import Optional
 
-import numpy as np
 import pytest
 
 tvm = pytest.importorskip("tvm")
 
-from pruner_offline.replay import build_prim_func, record_target, replay_record  # noqa: E402
+from pruner_offline.replay import record_target, replay_record  # noqa: E402
 from pruner_offline.replay.fidelity import check_replay  # noqa: E402
 from pruner_offline.replay.gpu import check_gpu_program  # noqa: E402
 from pruner_offline.tenset.records import Record, read_records  # noqa: E402
 from pruner_offline.tenset.tasks import Task, load_all_tasks  # noqa: E402
 
 from conftest import BUNDLED, SHARED  # noqa: E402
+from replay_checks import assert_replay_computes_the_compute  # noqa: E402
 
 
 def _dataset() -> Optional[Path]:
@@ -78,24 +78,12 @@ def _id(case: tuple[Task, Record]) -> str:
     return "-".join([task.desc.split(" ")[0].replace("vm_mod_fused_", ""), shapes, *patterns(task, rec)])
 
 
-def _run(mod: tvm.IRModule, args: list[np.ndarray]) -> np.ndarray:
-    # the host's own llvm: the records' -mcpu=core-avx2 need not be this machine's
-    dev = tvm.cpu()
-    tensors = [tvm.runtime.tensor(a, dev) for a in args]
-    tvm.compile(mod, target=tvm.target.Target({"kind": "llvm"})).jit()["main"](*tensors)
-    return tensors[-1].numpy()
-
-
 @pytest.mark.parametrize("case", LLVM, ids=_id)
 def test_llvm_record_computes_what_the_unscheduled_compute_does(case):
     task, rec = case
     res = replay_record(task, rec)
     assert res.ok, f"{rec.source}: {res.reason}: {res.detail}"
-    rng = np.random.default_rng(0)
-    ops = task.graph.ops
-    args = [rng.uniform(-1, 1, ops[r.op].shape).astype(ops[r.op].dtype) for r in task.graph.tensors]
-    expect = _run(tvm.IRModule({"main": build_prim_func(task.graph)}), args)
-    np.testing.assert_allclose(_run(res.mod, args), expect, rtol=1e-4, atol=1e-4)
+    assert_replay_computes_the_compute(task, res.mod, 0)
 
 
 @pytest.mark.parametrize("case", CUDA, ids=_id)
