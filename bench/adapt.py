@@ -43,13 +43,14 @@ def split_store(full: FeatureStore, keep: set[int], path: Path) -> Path:
     return path
 
 
-def run_fold(module, new_store: Path, methods, seeds: int) -> list[dict]:
+def run_fold(module, new_store: Path, methods, seeds: int, evidence: float) -> list[dict]:
     d = FeatureStore(new_store).load()
     held = held_out_rows(d, 0.25)
     heldout = OnlineRecords(programs_of_store(d, np.flatnonzero(held))).data()
     order = tuning_order(d)
     stream = programs_of_store(d, order[~held[order]])
-    return [simulate(module, methods, stream, heldout, AdaptConfig(seed=s), eval_every=50) for s in range(seeds)]
+    return [simulate(module, methods, stream, heldout, AdaptConfig(seed=s, evidence=evidence), eval_every=50)
+            for s in range(seeds)]
 
 
 def summarize(runs: list[dict], methods) -> dict:
@@ -110,6 +111,7 @@ def main() -> None:
     ap.add_argument("--methods", nargs="+", default=["frozen", "finetune", "moa", "guarded"], choices=METHODS)
     ap.add_argument("--pretrain-epochs", type=int, default=30)
     ap.add_argument("--regimes", nargs="+", default=["strong", "weak", "cross"])
+    ap.add_argument("--evidence", type=float, default=AdaptConfig.evidence, help="guarded's margin, in standard errors")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
@@ -129,7 +131,7 @@ def main() -> None:
                 r = pretrain(pre, "pacm", "within_task", args.out / f"{regime}_{k}", max_epochs=args.pretrain_epochs,
                              progress=False, feature_schema=str(full.meta.get("feature_schema", "")))
                 module, _ = load_model(r.model_file)
-            runs += run_fold(module, new_store, args.methods, args.seeds)
+            runs += run_fold(module, new_store, args.methods, args.seeds, args.evidence)
             print(f"[{time.perf_counter() - start:.0f} s] {regime} fold {k} done", flush=True)
         results[regime] = summarize(runs, args.methods)
         report(f"{regime} ({'cross-target' if regime == 'cross' else 'pretrained on ' + ('10' if regime == 'strong' else '3') + ' workloads'})",

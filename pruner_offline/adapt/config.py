@@ -21,3 +21,6 @@ class AdaptConfig:
     fresh_fraction: float = field(default=0.25, metadata={
         "help": "guarded: the newest share of the online records, kept out of each retrain to judge it",
         "above": 0.0, "max": 0.9})
+    evidence: float = field(default=2.0, metadata={
+        "help": "guarded: how many standard errors (0.5/sqrt(fresh records)) of pairwise accuracy a mix must "
+                "gain on the fresh records before it replaces the pretrained model", "min": 0.0})

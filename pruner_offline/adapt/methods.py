@@ -7,8 +7,9 @@
   copy of the *pretrained* weights on the older online records; the newest records (which it did
   not see) then judge the weight-space mixes θ_w = (1−w)·θ_pretrained + w·θ_tuned for
   w ∈ {0, ¼, ½, ¾, 1}: a mix replaces the pretrained model (w = 0) only when its within-task
-  pairwise accuracy on the fresh records beats the pretrained model's by more than 1/√n_fresh
-  (the noise of so few records), and the best such mix predicts (ties go to the smaller w). So
+  pairwise accuracy on the fresh records beats the pretrained model's by more than ``evidence``
+  standard errors (0.5/√n_fresh: the noise of so few records), and the best such mix predicts
+  (ties go to the smaller w). So
   adaptation only moves away from pretraining when measurements on programs the tuned copy was
   not trained on say clearly that it ranks better. Mixing weights rather than scores keeps the predictor
   an ordinary model (it is saved and loaded like any other); fine-tuned weights lie close to the
@@ -190,9 +191,9 @@ class Guarded(Method):
             pred = mixed(self.pretrained, tuned, w).predict_rows(lambda r: gather_batch(data, r), rows)
             scores[w] = fresh_pair_accuracy(pred, data.records["label"], data.records["task_id"], fresh)
         # Moving away from the pretrained model needs evidence beyond the noise of a few fresh records:
-        # an accuracy gain of at least one standard error of an accuracy over n_fresh records (0.5/√n),
-        # doubled for comparing two of them. Ties stay nearer the pretrained model.
-        margin = 1.0 / np.sqrt(n_fresh)
+        # an accuracy gain of `evidence` standard errors of an accuracy over n_fresh records (0.5/√n).
+        # Ties stay nearer the pretrained model.
+        margin = self.cfg.evidence * 0.5 / np.sqrt(n_fresh)
         best = 0.0
         for w in MIXES[1:]:
             if np.isfinite(scores[w]) and scores[w] > scores[0.0] + margin and scores[w] >= scores[best] + 1e-9:
