@@ -101,10 +101,11 @@ def test_steps_are_read_only_for_tlp(store, monkeypatch):
 
 def test_reader_opens_its_file_in_each_process(store):
     _, ooc = _modules(store)
-    ooc.reader.read(ooc.test_rows[:5])
+    rows = ooc.test_rows[:5]
+    ooc.reader.read(rows)
     copy = pickle.loads(pickle.dumps(ooc.reader))  # what a spawned DataLoader worker receives
     assert copy._file is None
-    np.testing.assert_array_equal(copy.read(ooc.test_rows[:5]).statements, ooc.reader.read(ooc.test_rows[:5]).statements)
+    np.testing.assert_array_equal(copy.read(rows).statements, ooc.reader.read(rows).statements)
     ooc.num_workers = 2
     served = list(ooc.train_dataloader())
     assert _records(served) == _records([ooc.gather(ooc.train_rows)])

@@ -52,6 +52,11 @@ def statement_index(offsets: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, 
     return np.repeat(starts - first, counts) + np.arange(int(counts.sum())), counts
 
 
+def chunks_of(rows: np.ndarray, chunk_rows: int) -> list[np.ndarray]:
+    """``rows`` (ascending) cut where they enter another chunk of ``chunk_rows`` consecutive records."""
+    return np.split(rows, np.flatnonzero(np.diff(rows // chunk_rows)) + 1) if len(rows) else []
+
+
 def take_records(d: StoreIndex, rows: np.ndarray) -> StoreIndex:
     """The per-record columns of ``rows``, in that order, with statement offsets of their own."""
     offsets = d.records["stmt_offset"]
@@ -283,7 +288,7 @@ class RowReader:
             self._file = h5py.File(self.store.path, "r")
         offsets = self.index.records["stmt_offset"]
         parts: dict[str, list[np.ndarray]] = {k: [] for k in self.names}
-        for chunk in np.split(rows, np.flatnonzero(np.diff(rows // self.chunk_rows)) + 1) if len(rows) else []:
+        for chunk in chunks_of(rows, self.chunk_rows):
             lo = chunk[0] // self.chunk_rows * self.chunk_rows
             hi = min(lo + self.chunk_rows, self.index.n_records)
             slab = {k: self._file[k][offsets[lo]:offsets[hi]] if k in STATEMENT_ARRAYS else self._file[k][lo:hi]
