@@ -50,11 +50,15 @@ def replicate(source: Path, out: Path, copies: int) -> int:
         arrays = {f"records/{k}": v for k, v in d.records.items() if k != "stmt_offset"}
         arrays.update({k: getattr(d, k) for k in ("statements", "symbols", "dataflow", "steps")})
         targets = {k: dataset(k, x, s if k in STATEMENT_ARRAYS else n) for k, x in arrays.items()}
-        for c in range(copies):
-            for k, x in arrays.items():
-                rows = s if k in STATEMENT_ARRAYS else n
-                field = k.rpartition("/")[2]
-                targets[k][c * rows:(c + 1) * rows] = x + c * shifted[field] if field in shifted else x
+        # blocks of many copies: a write of part of a compressed chunk rereads and recompresses it
+        block = max(1, min(copies, 2**27 // max(x[:1].nbytes * n for x in arrays.values())))
+        for k, x in arrays.items():
+            rows = len(x)
+            field = k.rpartition("/")[2]
+            for c in range(0, copies, block):
+                m = min(block, copies - c)
+                tiled = np.concatenate([x + (c + i) * shifted[field] if field in shifted else x for i in range(m)])
+                targets[k][c * rows:(c + m) * rows] = tiled
         counts = np.tile(d.records["stmt_offset"][1:] - d.records["stmt_offset"][:-1], copies)
         f.create_dataset("records/stmt_offset", data=np.concatenate([[0], np.cumsum(counts)]), chunks=True,
                          compression="lzf")
