@@ -106,7 +106,7 @@ def test_reader_opens_its_file_in_each_process(store):
     copy = pickle.loads(pickle.dumps(ooc.reader))  # what a spawned DataLoader worker receives
     assert copy._file is None
     np.testing.assert_array_equal(copy.read(rows).statements, ooc.reader.read(rows).statements)
-    ooc.num_workers = 2
+    ooc.num_workers = 2  # forked workers, after this process opened the file
     served = list(ooc.train_dataloader())
     assert _records(served) == _records([ooc.gather(ooc.train_rows)])
 

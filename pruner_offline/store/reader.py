@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Optional, Union
@@ -271,21 +272,23 @@ class FeatureStore:
 
 class RowReader:
     """Features of chosen records read from the file, a chunk of consecutive records at a time, so
-    that memory holds a few chunks however large the store. It pickles without its file handle: each
-    process (DataLoader workers, spawned or forked) opens its own on first read."""
+    that memory holds a few chunks however large the store. Each process (DataLoader workers, spawned
+    or forked) opens a file handle of its own on first read: HDF5 handles do not survive a fork, and
+    do not pickle."""
 
     def __init__(self, store: FeatureStore, index: StoreIndex, with_steps: bool, chunk_rows: int = 4096):
         self.store, self.index, self.chunk_rows = store, index, chunk_rows
         self.names = STATEMENT_ARRAYS + DENSE_ARRAYS if with_steps else STATEMENT_ARRAYS + ("dataflow",)
         self._file: Optional[h5py.File] = None
+        self._pid = 0
 
     def __getstate__(self) -> dict:
         return {**self.__dict__, "_file": None}
 
     def read(self, rows: np.ndarray) -> StoreData:
         """The records ``rows`` (ascending) with their features, each chunk checked as it is read."""
-        if self._file is None:
-            self._file = h5py.File(self.store.path, "r")
+        if self._file is None or self._pid != os.getpid():
+            self._file, self._pid = h5py.File(self.store.path, "r"), os.getpid()
         offsets = self.index.records["stmt_offset"]
         parts: dict[str, list[np.ndarray]] = {k: [] for k in self.names}
         for chunk in chunks_of(rows, self.chunk_rows):

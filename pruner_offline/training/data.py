@@ -164,19 +164,20 @@ class StoreDataModule(L.LightningDataModule):
         return out
 
     # -- batches
+    def _fetch(self, rows: np.ndarray) -> tuple[StoreData, np.ndarray]:
+        """Data that holds the records ``rows`` (in any order), and where each of them is in it."""
+        if self.in_memory:
+            return self.data, np.asarray(rows)
+        unique, where = np.unique(rows, return_inverse=True)
+        return self.reader.read(unique), where
+
     def read(self, rows: np.ndarray) -> StoreData:
         """The records ``rows``, in that order, with their features."""
-        if self.in_memory:
-            return take(self.data, rows)
-        unique, where = np.unique(rows, return_inverse=True)
-        return take(self.reader.read(unique), where)
+        return take(*self._fetch(rows))
 
     def gather(self, rows: np.ndarray) -> Batch:
-        """The records ``rows``, in any order, as one Batch."""
-        if self.in_memory:
-            return gather_batch(self.data, rows)
-        unique, where = np.unique(rows, return_inverse=True)
-        return gather_batch(self.reader.read(unique), where)
+        """The records ``rows``, in that order, as one Batch."""
+        return gather_batch(*self._fetch(rows))
 
     def _loader(self, rows: np.ndarray, shuffle: bool) -> DataLoader:
         if not self.in_memory:
