@@ -155,8 +155,8 @@ def main() -> None:
                     print(f"{n:>9} {path:<12} failed: {r['failed']}", flush=True)
                     continue
                 ref = ref or r
-                vs = (f"  {r['peak_rss_mb'] / ref['peak_rss_mb']:.2f}x, {r['samples_per_s'] / ref['samples_per_s']:.2f}x"
-                      if path == "out-of-core" and ref is not r else "")
+                vs = (f"  {r['peak_rss_mb'] / ref['peak_rss_mb']:.2f}x, "
+                      f"{r['samples_per_s'] / ref['samples_per_s']:.2f}x" if ref is not r else "")
                 print(f"{n:>9} {path:<12} {disk:>6.0f}MB {r['setup_s']:>8.1f} {r['epoch_s']:>8.1f} "
                       f"{r['samples_per_s']:>10.0f} {r['peak_rss_mb']:>7.0f}MB{vs}", flush=True)
                 if path == "out-of-core":
