@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Optional, Union
@@ -10,19 +11,16 @@ from typing import Iterator, Optional, Union
 import h5py
 import numpy as np
 
+from ..tenset.step_vectors import STEP_DIM
 from .schema import (DENSE_ARRAYS, INDEX_DATASETS, RECORD_ARRAYS, ROW_SHAPES, STATEMENT_ARRAYS, STORE_FORMAT,
                      StoreError, UnitFeatures)
 
 
 @dataclass
-class StoreData:
-    """Every array of a store in memory; rows are records, statement rows are ragged."""
+class StoreIndex:
+    """The per-record columns and the task and file tables: tens of bytes a record, no features."""
 
     records: dict[str, np.ndarray]  # RECORD_ARRAYS + task_id, file_id, stmt_offset
-    statements: np.ndarray  # [S, D]
-    symbols: np.ndarray  # [S, 11]
-    dataflow: np.ndarray  # [R, 8, 23]
-    steps: np.ndarray  # [R, MAX_STEPS, STEP_DIM] TLP step vectors
     task_keys: list[str]  # "workload_key|target_kind"
     task_networks: list[dict[str, int]]  # network -> weight, per task
     file_paths: list[str]
@@ -31,6 +29,48 @@ class StoreData:
     @property
     def n_records(self) -> int:
         return len(self.records["line"])
+
+
+@dataclass
+class StoreData(StoreIndex):
+    """Records with their features in memory; statement rows are ragged."""
+
+    statements: np.ndarray  # [S, D]
+    symbols: np.ndarray  # [S, 11]
+    dataflow: np.ndarray  # [R, 8, 23]
+    steps: np.ndarray  # [R, MAX_STEPS, STEP_DIM] TLP step vectors; [R, 0, STEP_DIM] where not read
+
+
+def no_steps(n: int) -> np.ndarray:
+    """Step vectors of ``n`` records that were not read: what every model but TLP gets."""
+    return np.zeros((n, 0, STEP_DIM), np.float32)
+
+
+def statement_index(offsets: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Indices of the statement rows of ``rows`` (in order), and each record's count."""
+    starts, counts = offsets[rows], offsets[rows + 1] - offsets[rows]
+    first = np.cumsum(counts) - counts
+    return np.repeat(starts - first, counts) + np.arange(int(counts.sum())), counts
+
+
+def chunks_of(rows: np.ndarray, chunk_rows: int) -> list[np.ndarray]:
+    """``rows`` (ascending) cut where they enter another chunk of ``chunk_rows`` consecutive records."""
+    return np.split(rows, np.flatnonzero(np.diff(rows // chunk_rows)) + 1) if len(rows) else []
+
+
+def take_records(d: StoreIndex, rows: np.ndarray) -> StoreIndex:
+    """The per-record columns of ``rows``, in that order, with statement offsets of their own."""
+    offsets = d.records["stmt_offset"]
+    records = {k: v[rows] for k, v in d.records.items() if k != "stmt_offset"}
+    records["stmt_offset"] = np.concatenate([[0], np.cumsum(offsets[rows + 1] - offsets[rows])])
+    return StoreIndex(records, d.task_keys, d.task_networks, d.file_paths, d.file_devices)
+
+
+def take(d: StoreData, rows: np.ndarray) -> StoreData:
+    """The records ``rows`` of ``d``, in that order, as data of their own."""
+    idx, _ = statement_index(d.records["stmt_offset"], rows)
+    return StoreData(**vars(take_records(d, rows)), statements=d.statements[idx], symbols=d.symbols[idx],
+                     dataflow=d.dataflow[rows], steps=d.steps[rows])
 
 
 def _decode(v):
@@ -66,13 +106,13 @@ def _check_rows(path: Path, name: str, d: h5py.Dataset, rows: int) -> None:
         raise StoreError(f"{path}: {name}: {d.dtype} values, expected numbers")
 
 
-def _bad_rows(d: StoreData) -> Iterator[tuple[str, str, np.ndarray]]:
-    """(array, problem, mask of its bad rows) for each array of numbers that reaches a model."""
-    label = d.records["label"]
-    yield "records/label", "outside [0, 1]", ~(np.isnan(label) | ((label >= 0) & (label <= 1)))  # NaN: unmeasured
-    for name, x in (("records/draft_score", d.records["draft_score"]), ("statements", d.statements),
-                    ("symbols", d.symbols), ("dataflow", d.dataflow), ("steps", d.steps)):
-        yield name, "not finite", ~np.isfinite(x).all(axis=tuple(range(1, x.ndim)))
+def _bad_rows(arrays: dict[str, np.ndarray]) -> Iterator[tuple[str, str, np.ndarray]]:
+    """(array, problem, mask of its bad rows) for each of ``arrays`` (numbers that reach a model)."""
+    for name, x in arrays.items():
+        if name == "records/label":  # NaN: unmeasured
+            yield name, "outside [0, 1]", ~(np.isnan(x) | ((x >= 0) & (x <= 1)))
+        else:
+            yield name, "not finite", ~np.isfinite(x).all(axis=tuple(range(1, x.ndim)))
 
 
 class FeatureStore:
@@ -141,33 +181,41 @@ class FeatureStore:
         with h5py.File(self.path, "r") as f:
             return int(f["records/line"].shape[0])
 
-    def load(self) -> StoreData:
-        """Every array, with the numbers a model will see checked (here, not on open: it reads them all)."""
+    def index(self) -> StoreIndex:
+        """The per-record columns and tables, without features; labels and draft scores checked."""
         with h5py.File(self.path, "r") as f:
-            records = {k: f[f"records/{k}"][...] for k in f["records"]}
-            data = StoreData(
-                records=records,
-                statements=f["statements"][...],
-                symbols=f["symbols"][...],
-                dataflow=f["dataflow"][...],
-                steps=f["steps"][...],
+            index = StoreIndex(
+                records={k: f[f"records/{k}"][...] for k in f["records"]},
                 task_keys=[k.decode() for k in f["tasks/key"][...]],
                 task_networks=[json.loads(x) for x in f["tasks/networks"][...]],
                 file_paths=[p.decode() for p in f["files/path"][...]],
                 file_devices=[d.decode() for d in f["files/device"][...]],
             )
-        self._check_numbers(data)
-        return data
+        self.check_numbers(index, {f"records/{k}": index.records[k] for k in ("label", "draft_score")})
+        return index
 
-    def _check_numbers(self, d: StoreData) -> None:
-        for name, problem, bad in _bad_rows(d):
+    def load(self, with_steps: bool = True) -> StoreData:
+        """Every record with its features, checked (here, not on open: it reads them all); the TLP
+        step vectors, by far the largest array, only ``with_steps``."""
+        index = self.index()
+        with h5py.File(self.path, "r") as f:
+            features = {k: f[k][...] for k in STATEMENT_ARRAYS + DENSE_ARRAYS if with_steps or k != "steps"}
+        self.check_numbers(index, features)
+        features.setdefault("steps", no_steps(index.n_records))
+        return StoreData(**vars(index), **features)
+
+    def check_numbers(self, index: StoreIndex, arrays: dict[str, np.ndarray], first_row: int = 0) -> None:
+        """Refuse ``arrays``, read from the store starting at record ``first_row``, if a model would
+        misread a number of them."""
+        rec = index.records
+        for name, problem, bad in _bad_rows(arrays):
             if bad.any():
-                row = int(np.flatnonzero(bad)[0])
-                rec = d.records
+                row = int(np.flatnonzero(bad)[0]) + int(rec["stmt_offset"][first_row] if name in STATEMENT_ARRAYS
+                                                        else first_row)
                 record = (int(np.searchsorted(rec["stmt_offset"], row, side="right") - 1)
                           if name in STATEMENT_ARRAYS else row)
-                raise StoreError(f"{self.path}: {name} row {row} ({d.file_paths[rec['file_id'][record]]}:"
-                                 f"{rec['line'][record]}) is {problem} ({int(bad.sum())} rows in all): "
+                raise StoreError(f"{self.path}: {name} row {row} ({index.file_paths[rec['file_id'][record]]}:"
+                                 f"{rec['line'][record]}) is {problem} ({int(bad.sum())} of the rows read): "
                                  "featurize the dataset again")
 
     def has_step_vectors(self) -> bool:
@@ -220,3 +268,38 @@ class FeatureStore:
             out.append((int(index[fid]), UnitFeatures(path, data.file_devices[fid], key, kind, arrays,
                                                       failures.get(fid, []), int(read[fid]))))
         return out
+
+
+class RowReader:
+    """Features of chosen records read from the file, a chunk of consecutive records at a time, so
+    that memory holds a few chunks however large the store. Each process (DataLoader workers, spawned
+    or forked) opens a file handle of its own on first read: HDF5 handles do not survive a fork, and
+    do not pickle."""
+
+    def __init__(self, store: FeatureStore, index: StoreIndex, with_steps: bool, chunk_rows: int = 4096):
+        self.store, self.index, self.chunk_rows = store, index, chunk_rows
+        self.names = STATEMENT_ARRAYS + DENSE_ARRAYS if with_steps else STATEMENT_ARRAYS + ("dataflow",)
+        self._file: Optional[h5py.File] = None
+        self._pid = 0
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_file": None}
+
+    def read(self, rows: np.ndarray) -> StoreData:
+        """The records ``rows`` (ascending) with their features, each chunk checked as it is read."""
+        if self._file is None or self._pid != os.getpid():
+            self._file, self._pid = h5py.File(self.store.path, "r"), os.getpid()
+        offsets = self.index.records["stmt_offset"]
+        parts: dict[str, list[np.ndarray]] = {k: [] for k in self.names}
+        for chunk in chunks_of(rows, self.chunk_rows):
+            lo = chunk[0] // self.chunk_rows * self.chunk_rows
+            hi = min(lo + self.chunk_rows, self.index.n_records)
+            slab = {k: self._file[k][offsets[lo]:offsets[hi]] if k in STATEMENT_ARRAYS else self._file[k][lo:hi]
+                    for k in self.names}
+            self.store.check_numbers(self.index, slab, lo)
+            idx, _ = statement_index(offsets[lo:hi + 1] - offsets[lo], chunk - lo)
+            for k, x in slab.items():
+                parts[k].append(x[idx] if k in STATEMENT_ARRAYS else x[chunk - lo])
+        features = {k: np.concatenate(v) if v else np.zeros((0, *ROW_SHAPES[k]), np.float32) for k, v in parts.items()}
+        features.setdefault("steps", no_steps(len(rows)))
+        return StoreData(**vars(take_records(self.index, rows)), **features)

@@ -11,7 +11,6 @@ import numpy as np
 from ..models.gbdt import TreeEnsemble, fit_gbdt, pooled_features
 from ..models.registry import MODEL_NAMES
 from ..store.reader import FeatureStore
-from .data import statement_index
 from .evaluate import evaluate_module, split_data
 from .export import export_gbdt
 from .gbdt_module import GBDTModule
@@ -21,11 +20,9 @@ from .run import pretrain, training_meta
 def train_gbdt(store: Path, split: str, seed: int, out_dir: Optional[Path] = None) -> tuple[dict, float, Optional[Path]]:
     """(test metrics, seconds, model file written to ``out_dir/gbdt.pt`` or None)."""
     dm = split_data(store, split, seed)
-    rec = dm.data.records
-    train = np.concatenate([dm.train_rows, dm.val_rows])
+    train = dm.read(np.concatenate([dm.train_rows, dm.val_rows]))
     start = time.perf_counter()
-    idx, counts = statement_index(rec["stmt_offset"], train)
-    fitted = fit_gbdt(pooled_features(dm.data.statements[idx], counts), rec["label"][train], seed)
+    fitted = fit_gbdt(pooled_features(train.statements, train.records["stmt_count"]), train.records["label"], seed)
     seconds = time.perf_counter() - start
     module = GBDTModule(TreeEnsemble.from_sklearn(fitted), str(FeatureStore(store).meta.get("feature_schema", "")))
     evaluation = evaluate_module(module, dm)

@@ -1,26 +1,23 @@
-"""The DataModule: records of a feature store, split as TenSet does, served as ragged batches."""
+"""The DataModule: records of a feature store, split as TenSet does, served as ragged batches.
+
+By default only the per-record columns are held in memory and features are read from the file
+batch by batch (``ChunkStream``); ``in_memory`` loads every feature once instead: ~3 KB a record in
+memory, ~13 KB with the TLP step vectors.
+"""
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Callable, Optional
 
 import lightning as L
 import numpy as np
 import torch
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from ..models.batch import Batch, make_batch
-from ..store.reader import FeatureStore, StoreData
+from ..store.reader import FeatureStore, RowReader, StoreData, StoreIndex, chunks_of, statement_index, take
 from ..tenset.splits import SplitError, parse_split, test_mask
-from .normalize import Scales, fit_scales
-
-
-def statement_index(offsets: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Indices of the statement rows of ``rows`` (in order), and each record's count."""
-    starts, counts = offsets[rows], offsets[rows + 1] - offsets[rows]
-    first = np.cumsum(counts) - counts
-    return np.repeat(starts - first, counts) + np.arange(int(counts.sum())), counts
-
+from .normalize import Scales, fit_scales_streaming
 
 def gather_batch(d: StoreData, rows: np.ndarray, labels: Optional[np.ndarray] = None) -> Batch:
     """The records ``rows`` of ``d`` as one Batch of raw features; ``labels`` replaces the stored ones."""
@@ -32,10 +29,78 @@ def gather_batch(d: StoreData, rows: np.ndarray, labels: Optional[np.ndarray] = 
                       rec["task_id"][rows])
 
 
+class ChunkStream(IterableDataset):
+    """Batches of ``rows`` whose features ``read`` fetches a buffer of chunks at a time.
+
+    Shuffling permutes the chunks of consecutive store rows, then the rows inside each buffer of
+    ``buffer_chunks`` chunks, so the file is read in long sequential runs. Each of ``world`` ranks
+    takes every world-th chunk, and all ranks cut their share to the same number of batches (DDP
+    stops when one rank runs out); DataLoader workers of a rank take every n-th buffer.
+    """
+
+    def __init__(self, read: Callable[[np.ndarray], StoreData], rows: np.ndarray, batch_size: int, shuffle: bool,
+                 seed: int = 0, rank: int = 0, world: int = 1, chunk_rows: int = 4096, buffer_chunks: int = 4):
+        self.read, self.rows, self.batch_size, self.shuffle = read, rows, batch_size, shuffle
+        self.seed, self.rank, self.world = seed, rank, world
+        self.chunk_rows, self.buffer_chunks = chunk_rows, buffer_chunks
+        self.epoch = 0  # advances with each pass; with workers, they must be persistent to see it
+
+    def plan(self, epoch: int) -> list[list[np.ndarray]]:
+        """This rank's buffers in epoch ``epoch``: for each, the store rows of its batches."""
+        chunks = chunks_of(self.rows, self.chunk_rows)
+        rng = np.random.default_rng((self.seed, epoch))
+        order = rng.permutation(len(chunks)) if self.shuffle else np.arange(len(chunks))
+        shares = []
+        for rank in range(self.world):  # every rank's share, to agree on a common length
+            buffers = []
+            mine = order[rank::self.world]
+            for i in range(0, len(mine), self.buffer_chunks):
+                rows = np.concatenate([chunks[c] for c in mine[i:i + self.buffer_chunks]])
+                if self.shuffle:
+                    rows = rng.permutation(rows)
+                # even batches, no ragged tail; one record alone would stop BatchNorm in training
+                batches = np.array_split(rows, -(-len(rows) // self.batch_size))
+                buffers.append([b for b in batches if len(b) > 1 or not self.shuffle])
+            shares.append(buffers)
+        if self.world > 1:
+            keep = min(sum(map(len, s)) for s in shares)
+            shares[self.rank] = _first_batches(shares[self.rank], keep)
+        return shares[self.rank]
+
+    def __len__(self) -> int:
+        return sum(map(len, self.plan(self.epoch)))
+
+    def __iter__(self):
+        buffers = self.plan(self.epoch)
+        self.epoch += 1
+        worker = get_worker_info()
+        if worker is not None:
+            buffers = buffers[worker.id::worker.num_workers]
+        for batches in buffers:
+            if not batches:
+                continue
+            rows = np.sort(np.concatenate(batches))
+            data = self.read(rows)
+            for b in batches:
+                yield gather_batch(data, np.searchsorted(rows, b))
+
+
+def _first_batches(buffers: list[list[np.ndarray]], n: int) -> list[list[np.ndarray]]:
+    out = []
+    for batches in buffers:
+        out.append(batches[:max(n, 0)])
+        n -= len(batches)
+    return out
+
+
 class StoreDataModule(L.LightningDataModule):
+    """``with_steps``: read the TLP step vectors (only the TLP model uses them; the CLI links it to
+    ``--model.model``). ``in_memory``: load the whole store instead of reading it per batch."""
+
     def __init__(self, store: str = "", split: str = "within_task", batch_size: int = 512,
                  val_fraction: float = 0.1, seed: int = 0, num_workers: int = 0,
-                 feature_schema: Optional[str] = None):
+                 feature_schema: Optional[str] = None, with_steps: bool = False, in_memory: bool = False,
+                 chunk_rows: int = 4096, buffer_chunks: int = 4):
         super().__init__()
         self.store = store
         self.split = split
@@ -44,14 +109,20 @@ class StoreDataModule(L.LightningDataModule):
         self.seed = seed
         self.num_workers = num_workers
         self.feature_schema = feature_schema
-        self.data: Optional[StoreData] = None
+        self.with_steps = with_steps
+        self.in_memory = in_memory
+        self.chunk_rows = chunk_rows
+        self.buffer_chunks = buffer_chunks
+        self.data: Optional[StoreIndex] = None  # a StoreData when in_memory
+        self.reader: Optional[RowReader] = None
 
     # -- split
     def setup(self, stage: Optional[str] = None) -> None:
         if self.data is not None:
             return
         store = FeatureStore(self.store, expect_schema=self.feature_schema)
-        self.data = d = store.load()
+        self.data = d = store.load(self.with_steps) if self.in_memory else store.index()
+        self.reader = None if self.in_memory else RowReader(store, d, self.with_steps, self.chunk_rows)
         rec = d.records
         n_tasks = len(d.task_keys)
         task = rec["task_id"].astype(np.int64)
@@ -79,9 +150,10 @@ class StoreDataModule(L.LightningDataModule):
                              f"(the store holds {d.n_records} records{'; ' + note if note else ''})")
         if not len(self.train_rows):
             return
-        stmt_rows, _ = statement_index(rec["stmt_offset"], self.train_rows)
-        self.scales: Scales = fit_scales(d.statements[stmt_rows], d.symbols[stmt_rows], d.dataflow[self.train_rows],
-                                         d.steps[self.train_rows], rec["draft_score"][self.train_rows])
+        parts = ([self.read(self.train_rows)] if self.in_memory
+                 else map(self.reader.read, chunks_of(self.train_rows, self.chunk_rows)))
+        self.scales: Scales = fit_scales_streaming(
+            (p.statements, p.symbols, p.dataflow, p.steps, p.records["draft_score"]) for p in parts)
 
     def network_weights(self) -> dict[str, dict[int, float]]:
         """network -> {task id: weight}, for TenSet's top-k score."""
@@ -92,10 +164,29 @@ class StoreDataModule(L.LightningDataModule):
         return out
 
     # -- batches
+    def _fetch(self, rows: np.ndarray) -> tuple[StoreData, np.ndarray]:
+        """Data that holds the records ``rows`` (in any order), and where each of them is in it."""
+        if self.in_memory:
+            return self.data, np.asarray(rows)
+        unique, where = np.unique(rows, return_inverse=True)
+        return self.reader.read(unique), where
+
+    def read(self, rows: np.ndarray) -> StoreData:
+        """The records ``rows``, in that order, with their features."""
+        return take(*self._fetch(rows))
+
     def gather(self, rows: np.ndarray) -> Batch:
-        return gather_batch(self.data, rows)
+        """The records ``rows``, in that order, as one Batch."""
+        return gather_batch(*self._fetch(rows))
 
     def _loader(self, rows: np.ndarray, shuffle: bool) -> DataLoader:
+        if not self.in_memory:
+            trainer = self.trainer if shuffle else None  # every rank scores the whole validation split
+            stream = ChunkStream(self.reader.read, rows, self.batch_size, shuffle, self.seed,
+                                 trainer.global_rank if trainer else 0, trainer.world_size if trainer else 1,
+                                 self.chunk_rows, self.buffer_chunks)
+            return DataLoader(stream, batch_size=None, num_workers=self.num_workers,
+                              persistent_workers=self.num_workers > 0)
         # a last training batch of one record would stop BatchNorm (it needs two); it is dropped
         lone = shuffle and len(rows) % self.batch_size == 1
         return DataLoader(rows, batch_size=self.batch_size, shuffle=shuffle, collate_fn=self.gather,

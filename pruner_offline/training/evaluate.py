@@ -26,8 +26,9 @@ class Evaluation:
         return {**{k: round(v, 6) for k, v in self.metrics.items()}, "records": self.records, "tasks": self.tasks}
 
 
-def split_data(store: Path, split: str, seed: int = 0, feature_schema: Optional[str] = None) -> StoreDataModule:
-    dm = StoreDataModule(str(store), split=split, seed=seed, feature_schema=feature_schema)
+def split_data(store: Path, split: str, seed: int = 0, feature_schema: Optional[str] = None,
+               with_steps: bool = False) -> StoreDataModule:
+    dm = StoreDataModule(str(store), split=split, seed=seed, feature_schema=feature_schema, with_steps=with_steps)
     dm.setup("test")
     return dm
 
@@ -63,7 +64,7 @@ def evaluate_model_file(model_file: Path, store: Path, split: Optional[str] = No
     module, model_meta = load_model(model_file, expect_schema=str(store_meta.get("feature_schema")))
     check_same_devices(model_file, model_meta, store, store_meta.get("devices", {}))
     split = split or default_split(model_meta, store, store_meta)
-    dm = split_data(store, split, seed)
+    dm = split_data(store, split, seed, with_steps=module.hparams.get("model") == "tlp")
     return evaluate_module(module, dm), dm, split
 
 

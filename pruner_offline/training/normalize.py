@@ -7,6 +7,7 @@ and the analytic draft score span many orders of magnitude, so they are log1p-sc
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Iterable
 
 import numpy as np
 import torch
@@ -21,20 +22,26 @@ class Scales:
     draft_score: np.ndarray  # [1]  (of log1p(score))
 
 
-def _col_max(x: np.ndarray) -> np.ndarray:
-    m = np.abs(x).max(axis=0) if len(x) else np.ones(x.shape[1:], np.float32)
-    return np.where(m > 0, m, 1.0).astype(np.float32)
-
-
 def fit_scales(statements: np.ndarray, symbols: np.ndarray, dataflow: np.ndarray, steps: np.ndarray,
                draft_score: np.ndarray) -> Scales:
-    return Scales(
-        statements=_col_max(statements),
-        symbols=_col_max(log_scale(symbols)),
-        dataflow=_col_max(dataflow.reshape(-1, dataflow.shape[-1])),
-        steps=_col_max(steps.reshape(-1, steps.shape[-1])),
-        draft_score=_col_max(log_scale(draft_score.reshape(-1, 1))),
-    )
+    return fit_scales_streaming([(statements, symbols, dataflow, steps, draft_score)])
+
+
+def fit_scales_streaming(parts: Iterable[tuple[np.ndarray, ...]]) -> Scales:
+    """Scales of records that come in parts, each (statements, symbols, dataflow, steps, draft_score)
+    of some records: a training split too large for memory is scaled a chunk at a time."""
+    maxima: dict[str, np.ndarray] = {}
+    for part in parts:
+        statements, symbols, dataflow, steps, draft_score = part
+        for name, x in (("statements", statements), ("symbols", log_scale(symbols)),
+                        ("dataflow", dataflow.reshape(-1, dataflow.shape[-1])),
+                        ("steps", steps.reshape(-1, steps.shape[-1])),
+                        ("draft_score", log_scale(draft_score.reshape(-1, 1)))):
+            m = maxima.setdefault(name, np.zeros(x.shape[1:], np.float32))
+            if len(x):
+                np.maximum(m, np.abs(x).max(axis=0), out=m)
+    # a column that is zero throughout (or a split without records) is left as it is
+    return Scales(**{name: np.where(m > 0, m, 1.0).astype(np.float32) for name, m in maxima.items()})
 
 
 def log_scale(x):

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 import torch
-from lightning.pytorch.cli import LightningCLI
 
 from ..bundled import recipe
 from ..errors import dumps
@@ -22,6 +21,7 @@ from ..store.reader import FeatureStore
 from .data import StoreDataModule
 from .evaluate import Evaluation, evaluate_module
 from .export import ModelFileError, export_model
+from .lightning_cli import CostModelCLI
 from .module import CostModelModule
 
 RECIPE_OF_MODEL = {"draft": ["pretrain.yaml", "draft.yaml"]}
@@ -62,8 +62,8 @@ def check_resumable(ckpt: Path) -> None:
         raise ModelFileError(f"{ckpt}: cannot resume from it ({reason}); delete it to train from the start") from None
 
 
-def make_cli(args: list[str]) -> LightningCLI:
-    return LightningCLI(CostModelModule, StoreDataModule, run=False, args=args,
+def make_cli(args: list[str]) -> CostModelCLI:
+    return CostModelCLI(CostModelModule, StoreDataModule, run=False, args=args,
                         save_config_kwargs={"overwrite": True}, auto_configure_optimizers=False)
 
 

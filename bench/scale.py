@@ -1,0 +1,171 @@
+"""Memory and speed of one PaCM training epoch as the store grows: out-of-core against in-memory.
+
+    PYTHONPATH=. python bench/scale.py [--sizes 0.1 1] [--with-10m] [--batch 512] [--no-in-memory-above 5]
+
+SCALE ONLY: the stores are the featurized records of the bundled tenset-mini replicated
+(each copy as tasks and files of its own) to 0.1 M, 1 M (and, with --with-10m, 10 M, ~10 GB
+on disk) records. The copies carry no new information, so no accuracy is read from them.
+They are written chunk by chunk into a temporary directory, removed afterwards.
+
+Each measurement runs in a fresh process: store setup (split, scales), then one epoch of PaCM
+training on CPU. Prints peak RSS, samples/s, and the ratios of the out-of-core path to the
+in-memory one measured in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def replicate(source: Path, out: Path, copies: int) -> int:
+    """Write ``copies`` of the store ``source`` to ``out``, one copy at a time; the number of records."""
+    import h5py
+
+    from pruner_offline.store.reader import FeatureStore
+    from pruner_offline.store.schema import INDEX_DATASETS, STATEMENT_ARRAYS
+
+    d = FeatureStore(source).load()
+    n, s = d.n_records, int(d.records["stmt_offset"][-1])
+    n_tasks, n_files = len(d.task_keys), len(d.file_paths)
+    with h5py.File(source, "r") as src, h5py.File(out, "w") as f:
+        f.attrs.update(dict(src.attrs))
+
+        def dataset(name: str, x: np.ndarray, per_copy: int):
+            # chunked and compressed as store/writer.py writes them (same shape, so the same chunks)
+            return f.create_dataset(name, shape=(per_copy * copies, *x.shape[1:]), dtype=x.dtype, chunks=True,
+                                    compression="lzf")
+
+        shifted = {"task_id": n_tasks, "file_id": n_files}
+        arrays = {f"records/{k}": v for k, v in d.records.items() if k != "stmt_offset"}
+        arrays.update({k: getattr(d, k) for k in ("statements", "symbols", "dataflow", "steps")})
+        targets = {k: dataset(k, x, s if k in STATEMENT_ARRAYS else n) for k, x in arrays.items()}
+        # blocks of many copies: a write of part of a compressed chunk rereads and recompresses it
+        block = max(1, min(copies, 2**27 // max(x[:1].nbytes * n for x in arrays.values())))
+        for k, x in arrays.items():
+            rows = len(x)
+            field = k.rpartition("/")[2]
+            for c in range(0, copies, block):
+                m = min(block, copies - c)
+                tiled = np.concatenate([x + (c + i) * shifted[field] if field in shifted else x for i in range(m)])
+                targets[k][c * rows:(c + m) * rows] = tiled
+        counts = np.tile(d.records["stmt_offset"][1:] - d.records["stmt_offset"][:-1], copies)
+        f.create_dataset("records/stmt_offset", data=np.concatenate([[0], np.cumsum(counts)]), chunks=True,
+                         compression="lzf")
+        for group, names in INDEX_DATASETS.items():
+            for name in names:
+                x = src[f"{group}/{name}"][...]
+                if group == "failures":
+                    x = x[:0]
+                elif (group, name) in (("tasks", "key"), ("files", "path"), ("files", "task")):
+                    x = np.array([v + f"#copy{c}".encode() for c in range(copies) for v in x], dtype=object)
+                elif (group, name) == ("files", "index"):
+                    x = np.arange(n_files * copies)
+                else:
+                    x = np.concatenate([x] * copies)
+                f.create_dataset(f"{group}/{name}", data=x, dtype=src[f"{group}/{name}"].dtype)
+    return n * copies
+
+
+def one(store: str, in_memory: bool, batch: int) -> dict:
+    """Setup and one training epoch in this process; its own peak RSS."""
+    import torch
+
+    from pruner_offline.training.data import StoreDataModule
+    from pruner_offline.training.module import CostModelModule
+
+    torch.manual_seed(0)
+    start = time.perf_counter()
+    dm = StoreDataModule(store, batch_size=batch, in_memory=in_memory)
+    dm.setup("fit")
+    setup = time.perf_counter() - start
+    module = CostModelModule(model="pacm")
+    module.set_scales(dm.scales)
+    opt = module.configure_optimizers()
+    module.train()
+    samples = 0
+    start = time.perf_counter()
+    for b in dm.train_dataloader():
+        loss = module.loss_fn(module(b), b.y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        samples += b.size
+    seconds = time.perf_counter() - start
+    return {"setup_s": setup, "epoch_s": seconds, "samples": samples, "samples_per_s": samples / seconds,
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+def measure(store: Path, in_memory: bool, batch: int) -> dict:
+    out = subprocess.run([sys.executable, __file__, "--one", str(store), "--batch", str(batch)]
+                         + (["--in-memory"] if in_memory else []), capture_output=True, text=True)
+    if out.returncode:
+        return {"failed": (out.stderr.strip().splitlines() or ["?"])[-1]}
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", type=float, nargs="+", default=[0.1, 1.0], help="millions of records")
+    ap.add_argument("--with-10m", action="store_true", help="also 10 M records (~10 GB of disk)")
+    ap.add_argument("--batch", type=int, default=512)
+    ap.add_argument("--no-in-memory-above", type=float, default=5.0,
+                    help="millions of records above which the in-memory path is not tried")
+    ap.add_argument("--cache", type=Path, default=REPO / "runs" / "features", help="featurized tenset-mini")
+    ap.add_argument("--one", help=argparse.SUPPRESS)
+    ap.add_argument("--in-memory", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.one:
+        print(json.dumps(one(args.one, args.in_memory, args.batch)))
+        return
+    from pruner_offline.build_store import FeaturizeSettings, cached_store
+
+    source, _ = cached_store(FeaturizeSettings(str(REPO / "datasets" / "tenset-mini")), args.cache)
+    from pruner_offline.store.reader import FeatureStore
+
+    n_source = FeatureStore(source).n_records
+    sizes = args.sizes + ([10.0] if args.with_10m else [])
+    print(f"SCALE ONLY: tenset-mini ({n_source} records) replicated; no accuracy is measured. "
+          f"PaCM, one epoch on CPU, batch {args.batch}")
+    print(f"{'records':>9} {'path':<12} {'on disk':>8} {'setup s':>8} {'epoch s':>8} {'samples/s':>10} "
+          f"{'peak RSS':>9}  vs in-memory (RSS, speed)")
+    first_ooc = None
+    with tempfile.TemporaryDirectory(prefix="pruner-scale-") as tmp:
+        for millions in sizes:
+            store = Path(tmp) / f"scale-{millions}m.h5"
+            copies = max(1, round(millions * 1e6 / n_source))
+            n = replicate(source, store, copies)
+            disk = store.stat().st_size / 2**20
+            # the reference first, each line printed when measured: a 1 M epoch takes many minutes
+            paths = (["in-memory"] if millions <= args.no_in_memory_above else []) + ["out-of-core"]
+            ref = None
+            for path in paths:
+                r = measure(store, path == "in-memory", args.batch)
+                if "failed" in r:
+                    print(f"{n:>9} {path:<12} failed: {r['failed']}", flush=True)
+                    continue
+                ref = ref or r
+                vs = (f"  {r['peak_rss_mb'] / ref['peak_rss_mb']:.2f}x, "
+                      f"{r['samples_per_s'] / ref['samples_per_s']:.2f}x" if ref is not r else "")
+                print(f"{n:>9} {path:<12} {disk:>6.0f}MB {r['setup_s']:>8.1f} {r['epoch_s']:>8.1f} "
+                      f"{r['samples_per_s']:>10.0f} {r['peak_rss_mb']:>7.0f}MB{vs}", flush=True)
+                if path == "out-of-core":
+                    first_ooc = first_ooc or (n, r)
+                    if first_ooc[0] != n:
+                        print(f"{'':>9} out-of-core peak RSS at {n} / at {first_ooc[0]} records: "
+                              f"{r['peak_rss_mb'] / first_ooc[1]['peak_rss_mb']:.2f}x", flush=True)
+            store.unlink()
+
+
+if __name__ == "__main__":
+    main()

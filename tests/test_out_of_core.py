@@ -1,0 +1,161 @@
+"""Out-of-core training data: the same split, scales, batches and models as the in-memory path,
+read a chunk at a time and without the step vectors unless TLP needs them."""
+
+import pickle
+import shutil
+
+import h5py
+import numpy as np
+import pytest
+import torch
+
+from pruner_offline.models.batch import Batch
+from pruner_offline.store.reader import FeatureStore, RowReader
+from pruner_offline.store.schema import StoreError
+from pruner_offline.training.data import ChunkStream, StoreDataModule, gather_batch
+from pruner_offline.training.evaluate import evaluate_module
+
+from synthetic import synthetic_store
+
+SPLIT = "within_task:0.3"
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    return synthetic_store(tmp_path_factory.mktemp("ooc") / "s.h5")
+
+
+def _modules(store, **kwargs):
+    # chunks far smaller than the store, so that batches span chunks and buffers
+    out = []
+    for in_memory in (True, False):
+        dm = StoreDataModule(str(store), split=SPLIT, batch_size=32, in_memory=in_memory, chunk_rows=50,
+                             buffer_chunks=2, **kwargs)
+        dm.setup("fit")
+        out.append(dm)
+    return out
+
+
+def _fields(b: Batch) -> dict[str, torch.Tensor]:
+    return {k: getattr(b, k) for k in ("statements", "symbols", "segment", "dataflow", "steps", "draft_score", "y",
+                                       "task")}
+
+
+def _records(batches) -> list[tuple]:
+    """Every record served, as (task, label, draft score), in a canonical order."""
+    return sorted((int(t), float(y), float(s)) for b in batches for t, y, s in zip(b.task, b.y, b.draft_score))
+
+
+def test_same_split_scales_and_batches(store):
+    mem, ooc = _modules(store, with_steps=True)
+    for name in ("train_rows", "val_rows", "test_rows"):
+        np.testing.assert_array_equal(getattr(mem, name), getattr(ooc, name))
+    for name in ("statements", "symbols", "dataflow", "steps", "draft_score"):
+        np.testing.assert_array_equal(getattr(mem.scales, name), getattr(ooc.scales, name))
+    for loader in ("train_dataloader", "val_dataloader", "test_dataloader"):
+        ours, theirs = list(getattr(ooc, loader)()), list(getattr(mem, loader)())
+        assert _records(ours) == _records(theirs), loader
+    stream = ooc.train_dataloader().dataset
+    plan = [b for buffer in stream.plan(0) for b in buffer]
+    np.testing.assert_array_equal(np.sort(np.concatenate(plan)), ooc.train_rows)
+    assert max(map(len, plan)) <= 32 and min(map(len, plan)) > 1
+    # each batch holds exactly the features the in-memory store has for its rows
+    for rows, b in zip(plan, ChunkStream(ooc.reader.read, ooc.train_rows, 32, True, chunk_rows=50, buffer_chunks=2)):
+        for k, x in _fields(gather_batch(mem.data, rows)).items():
+            assert torch.equal(x, _fields(b)[k]), k
+    # evaluation order: the split's rows as they are
+    val = ChunkStream(ooc.reader.read, ooc.val_rows, 32, False, chunk_rows=50)
+    np.testing.assert_array_equal(np.concatenate([b for buf in val.plan(0) for b in buf]), ooc.val_rows)
+    rows = ooc.test_rows[::-3]  # any order, as callers of gather ask
+    for k, x in _fields(mem.gather(rows)).items():
+        assert torch.equal(x, _fields(ooc.gather(rows))[k]), k
+
+
+def test_ranks_share_chunks_evenly(store):
+    _, ooc = _modules(store)
+    shares = [ChunkStream(ooc.reader.read, ooc.train_rows, 16, True, seed=3, rank=r, world=3, chunk_rows=50).plan(1)
+              for r in range(3)]
+    batches = [[b for buf in share for b in buf] for share in shares]
+    assert len({len(b) for b in batches}) == 1  # DDP needs the same number of steps on every rank
+    rows = [np.concatenate(b) for b in batches]
+    assert sum(map(len, rows)) == len(np.unique(np.concatenate(rows)))  # no record on two ranks
+    assert all(np.isin(r // 50, r2 // 50).sum() == 0 for i, r in enumerate(rows) for r2 in rows[i + 1:])
+
+
+def test_steps_are_read_only_for_tlp(store, monkeypatch):
+    read: set[str] = set()
+    original = h5py.Dataset.__getitem__
+
+    def counting(self, key):
+        read.add(self.name)
+        return original(self, key)
+
+    monkeypatch.setattr(h5py.Dataset, "__getitem__", counting)
+    _, ooc = _modules(store)
+    batches = list(ooc.train_dataloader()) + [ooc.gather(ooc.test_rows)]
+    assert "/steps" not in read and "/statements" in read
+    assert all(b.steps.shape == (b.size, 0, 37) for b in batches)
+    _, tlp = _modules(store, with_steps=True)
+    assert next(iter(tlp.train_dataloader())).steps.shape[1:] == (64, 37) and "/steps" in read
+
+
+def test_reader_opens_its_file_in_each_process(store):
+    _, ooc = _modules(store)
+    rows = ooc.test_rows[:5]
+    ooc.reader.read(rows)
+    copy = pickle.loads(pickle.dumps(ooc.reader))  # what a spawned DataLoader worker receives
+    assert copy._file is None
+    np.testing.assert_array_equal(copy.read(rows).statements, ooc.reader.read(rows).statements)
+    ooc.num_workers = 2  # forked workers, after this process opened the file
+    served = list(ooc.train_dataloader())
+    assert _records(served) == _records([ooc.gather(ooc.train_rows)])
+
+
+def test_bad_numbers_are_refused_in_the_chunk_that_holds_them(store, tmp_path):
+    bad = tmp_path / "bad.h5"
+    shutil.copy(store, bad)
+    with h5py.File(bad, "r+") as f:
+        row = int(f["records/stmt_offset"][300])  # a statement of record 300, in the chunk 300..349
+        f["statements"][row, 5] = np.nan
+    fs = FeatureStore(bad)
+    index = fs.index()  # labels and draft scores only: still readable
+    reader = RowReader(fs, index, with_steps=False, chunk_rows=50)
+    reader.read(np.arange(0, 300))
+    with pytest.raises(StoreError, match=r"statements row .* \(t5.json:1\) is not finite"):
+        reader.read(np.array([0, 310]))
+    with pytest.raises(StoreError, match="not finite"):
+        fs.load()
+
+
+@pytest.fixture(scope="module")
+def bundled_store(tenset_mini, tmp_path_factory):
+    from pruner_offline.build_store import FeaturizeSettings, cached_store
+
+    store, _ = cached_store(FeaturizeSettings(str(tenset_mini)), tmp_path_factory.mktemp("cache"), jobs=2)
+    return store
+
+
+def test_pretraining_out_of_core_matches_in_memory(bundled_store, tmp_path):
+    from pruner_offline.training.run import pretrain
+
+    in_memory = tmp_path / "in_memory.yaml"
+    in_memory.write_text("data:\n  in_memory: true\n")
+    results = {}
+    for name, extra in (("out_of_core", []), ("in_memory", [in_memory])):
+        results[name] = pretrain(bundled_store, "pacm", "within_task", tmp_path / name, max_epochs=6, seed=0,
+                                 extra_configs=extra, progress=False)
+    ooc, mem = (results[k].evaluation.metrics for k in ("out_of_core", "in_memory"))
+    # the two paths shuffle with different generators (seen: pairwise 0.631 vs 0.626, peak@5 0.836 vs
+    # 0.832 after 6 epochs): the same model up to training noise
+    assert ooc["pairwise_acc"] == pytest.approx(mem["pairwise_acc"], abs=0.03), (ooc, mem)
+    assert ooc["peak@5"] == pytest.approx(mem["peak@5"], abs=0.05), (ooc, mem)
+    # and one model scores the same through either path
+    from pruner_offline.training.export import load_model
+
+    module, _ = load_model(results["out_of_core"].model_file)
+    scores = []
+    for flag in (True, False):
+        dm = StoreDataModule(str(bundled_store), split="within_task", in_memory=flag)
+        dm.setup("test")
+        scores.append(evaluate_module(module, dm).metrics)
+    assert scores[0] == scores[1] == pytest.approx(ooc)
