@@ -114,24 +114,27 @@ def read_ms_records(root: Union[str, Path]) -> Iterator[Union[MSRecordLine, BadL
 
 
 @lru_cache(maxsize=2)
-def _grouped(root: str, _stamp: tuple) -> tuple[dict[int, list[MSRecordLine]], list[BadLine]]:
-    # One read of the record file per process and content stamp, not one per workload.
+def _grouped(root: str, _stamp: tuple) -> tuple[dict[int, list[MSRecordLine]], list[BadLine], list[bytes]]:
+    # One read of the database per process and content stamp, not one per workload: the records by
+    # workload, the unreadable lines, and the workload lines.
+    workload_lines = _checked_workload_lines(Path(root))
     by_workload: dict[int, list[MSRecordLine]] = {}
     bad: list[BadLine] = []
-    for item in read_ms_records(root):
-        if isinstance(item, BadLine):
-            bad.append(item)
-        else:
-            by_workload.setdefault(item.workload, []).append(item)
-    return by_workload, bad
+    path = Path(root) / RECORD_FILE
+    with open(path, "rb") as f:
+        for item in parse_ms_lines(f, str(path), len(workload_lines)):
+            if isinstance(item, BadLine):
+                bad.append(item)
+            else:
+                by_workload.setdefault(item.workload, []).append(item)
+    return by_workload, bad, workload_lines
 
 
 class _Workloads:
     """Workload modules by index, decoded by TVM on first use."""
 
-    def __init__(self, root: Path):
-        self.root = root
-        self.lines = _workload_lines(root)
+    def __init__(self, lines: list[bytes]):
+        self.lines = lines
         self.decoded: dict[int, object] = {}
 
     def get(self, index: int) -> object:
@@ -186,16 +189,13 @@ class MetaScheduleSource(ProgramSource):
         return [Unit(k, self.root.name, f"{RECORD_FILE}#workload={k}")
                 for k in range(len(_checked_workload_lines(self.root)))]
 
-    def _records(self) -> tuple[dict[int, list[MSRecordLine]], list[BadLine]]:
-        stamp = tuple((p.stat().st_size, p.stat().st_mtime_ns) for p in self.files())
-        return _grouped(str(self.root), stamp)
-
     def programs(self, unit: Unit) -> UnitPrograms:
-        by_workload, bad = self._records()
+        stamp = tuple((p.stat().st_size, p.stat().st_mtime_ns) for p in self.files())
+        by_workload, bad, workload_lines = _grouped(str(self.root), stamp)
         records = by_workload.get(unit.index, [])
         # every unit shares one record file: the first unit reports its unreadable lines
         bad_lines = [(b.source.line, f"unreadable line: {b.reason}") for b in bad] if unit.index == 0 else []
-        workloads = _Workloads(self.root)
+        workloads = _Workloads(workload_lines)
         labels = task_labels(np.array([r.cost for r in records]), np.array([r.ok for r in records], dtype=bool))
         programs = (_program(workloads, rec, pos, float(labels[pos])) for pos, rec in enumerate(records))
         kind = records[0].target_kind if records else ""
@@ -210,7 +210,7 @@ class MetaScheduleLog(LiveSource):
         if not (self.root / WORKLOAD_FILE).is_file():
             raise FileNotFoundError(f"{self.root}: no {WORKLOAD_FILE}; is this the work directory of a tuning run?")
         self.tail = TailedFile(self.root / RECORD_FILE)
-        self.workloads = _Workloads(self.root)
+        self.workloads = _Workloads(_workload_lines(self.root))
 
     @property
     def lines_read(self) -> int:
