@@ -14,7 +14,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from .bundled import default_dataset
-from .cli_options import add_options, settings_from
+from .cli_options import add_options, bounded, settings_from
 from .errors import BadInput, crash_log, dumps
 from .models.registry import MODEL_NAMES
 from .progress import Progress
@@ -81,31 +81,6 @@ def cmd_info(args: argparse.Namespace) -> int:
     if args.json:
         print(dumps(summary.to_json(), sort_keys=True))
     return 0
-
-
-def _int_from(low: int):
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, not {text!r}") from None
-        if value < low:
-            raise argparse.ArgumentTypeError(f"must be at least {low}, not {value}")
-        return value
-    return parse
-
-
-def _number_in(low: float, high: float, low_open: bool = False, high_open: bool = False):
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number, not {text!r}") from None
-        if not ((low < value if low_open else low <= value) and (value < high if high_open else value <= high)):
-            raise argparse.ArgumentTypeError(
-                f"must lie in {'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}, not {text}")
-        return value
-    return parse
 
 
 def _split(text: str) -> str:
@@ -278,20 +253,15 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def _adapt_device(args: argparse.Namespace, model_meta: dict):
     """The model's own constants for the adapted target kind; --gpu/--cpu only where it recorded none."""
-    from .features.devices import DeviceConstants, device_for
-    from .training.export import recorded_devices
+    from .training.export import model_device, recorded_devices
 
-    own = recorded_devices(model_meta).get(args.target)
-    if own is not None:
-        given = args.gpu if args.target == "cuda" else args.cpu
-        if given is not None and device_for(args.target, given) != DeviceConstants(**own):
-            raise ModelFileError(f"{args.checkpoint} was trained with the {args.target} constants of {own['name']!r}; "
-                                 f"leave --{'gpu' if args.target == 'cuda' else 'cpu'} out to adapt with them")
-        return DeviceConstants(**own)
-    if recorded_devices(model_meta):
-        print(f"note: {args.checkpoint} was trained on {', '.join(recorded_devices(model_meta))} programs; "
+    kinds = recorded_devices(model_meta)
+    if kinds and args.target not in kinds:
+        print(f"note: {args.checkpoint} was trained on {', '.join(kinds)} programs; "
               f"adapting it to {args.target} (cross-target)", file=sys.stderr)
-    return device_for(args.target, args.gpu if args.target == "cuda" else args.cpu)
+    option = "--gpu" if args.target == "cuda" else "--cpu"
+    return model_device(args.target, {str(args.checkpoint): model_meta}, getattr(args, option[2:]), option,
+                        other_kinds=True)
 
 
 def _follow(args: argparse.Namespace, module, device, cfg, method: str) -> int:
@@ -398,8 +368,8 @@ def _data_args(p: argparse.ArgumentParser, split_help: str) -> None:
                         "content) or a feature store .h5 (default: the bundled tenset-mini)")
     p.add_argument("--split", type=_split, help="within_task[:F] | by_task[:F[:SEED]] | holdout:all_five | holdout:NET,NET | all; "
                    + split_help)
-    p.add_argument("--seed", type=_int_from(0), default=0)
-    p.add_argument("--jobs", type=_int_from(1), default=2, help="featurization workers when --data is a directory")
+    p.add_argument("--seed", type=bounded(int, min=0), default=0)
+    p.add_argument("--jobs", type=bounded(int, min=1), default=2, help="featurization workers when --data is a directory")
     p.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     p.add_argument("--quiet", action="store_true")
 
@@ -423,7 +393,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dataset", type=Path, help="a TenSet dataset or a MetaSchedule database directory")
     p.add_argument("--out", type=Path, required=True, help="store to write (FILE.h5); FILE.h5.parts/ holds "
                    "the work of an interrupted run, which the same command resumes")
-    p.add_argument("--jobs", type=_int_from(1), default=1, help="worker processes")
+    p.add_argument("--jobs", type=bounded(int, min=1), default=1, help="worker processes")
     add_options(p, FeaturizeSettings, skip={"dataset"})
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_featurize)
@@ -436,7 +406,7 @@ def build_parser() -> argparse.ArgumentParser:
     _data_args(p, "default within_task")
     p.add_argument("--model", nargs="+", default=["pacm", "draft"], choices=MODEL_NAMES)
     p.add_argument("--out", type=Path, default=Path("runs/pretrain"), help="run directory (resumes if present)")
-    p.add_argument("--max-epochs", type=_int_from(1), help="override the recipe's 50")
+    p.add_argument("--max-epochs", type=bounded(int, min=1), help="override the recipe's 50")
     p.add_argument("--accelerator", help="cpu, gpu, auto, ... (Lightning)")
     p.add_argument("--devices", help="e.g. 1, 4, auto (Lightning)")
     p.add_argument("--strategy", help="e.g. ddp (Lightning)")
@@ -454,14 +424,14 @@ def build_parser() -> argparse.ArgumentParser:
     _data_args(p, "default within_task")
     p.add_argument("--models", nargs="+", default=list(MODEL_NAMES), choices=MODEL_NAMES)
     p.add_argument("--out", type=Path, default=Path("runs/compare"))
-    p.add_argument("--max-epochs", type=_int_from(1))
+    p.add_argument("--max-epochs", type=bounded(int, min=1))
     p.set_defaults(func=cmd_compare)
 
     p = sub.add_parser("check-replay", help="compare replayed programs' per-store features with the "
                        "dataset's oracle/ (Ansor's own), per feature group")
     p.add_argument("dataset", type=Path)
-    p.add_argument("--sample", type=_int_from(0), default=0, help="records per record file, evenly spaced (0: all)")
-    p.add_argument("--tol", type=_number_in(0, float("inf"), low_open=True), default=0.05,
+    p.add_argument("--sample", type=bounded(int, min=0), default=0, help="records per record file, evenly spaced (0: all)")
+    p.add_argument("--tol", type=bounded(float, above=0), default=0.05,
                    help="agreement tolerance on the log-scaled values")
     p.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     p.add_argument("--quiet", action="store_true", help="no progress")
@@ -477,21 +447,21 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"default {METHODS[0]}: adapts only where fresh measurements show it ranks better")
     add_options(p, AdaptConfig)
     p.add_argument("--eval", type=Path, help="held-out records (same kinds as --records) scored as adaptation goes")
-    p.add_argument("--eval-fraction", type=_number_in(0, 1, high_open=True), default=0.0,
+    p.add_argument("--eval-fraction", type=bounded(float, min=0, below=1), default=0.0,
                    help="without --eval: hold out the last FRACTION of each task's records for scoring")
-    p.add_argument("--eval-every", type=_int_from(1), default=50, help="online records between held-out scores")
+    p.add_argument("--eval-every", type=bounded(int, min=1), default=50, help="online records between held-out scores")
     p.add_argument("--gpu", help="GPU constants for cuda records, where the model recorded none")
     p.add_argument("--cpu", help="CPU constants for llvm records, where the model recorded none")
-    p.add_argument("--jobs", type=_int_from(1), default=2)
+    p.add_argument("--jobs", type=bounded(int, min=1), default=2)
     p.add_argument("--cache", type=Path, default=Path("runs/features"))
     p.add_argument("--out", type=Path, default=Path("runs/adapt"), help="where the curves PNG goes")
     p.add_argument("--follow", action="store_true", help="follow --records while a tuning run appends to it")
     p.add_argument("--tasks", type=Path, help="with --follow on an Ansor record file: the TenSet dataset whose "
                    "network_info has the tasks")
     p.add_argument("--save", type=Path, help="with --follow: the adapted model file, replaced atomically")
-    p.add_argument("--save-every", type=_int_from(1), default=1, help="with --follow: rounds between saves")
-    p.add_argument("--idle-timeout", type=_number_in(0, float("inf"), low_open=True), default=30.0, help="with --follow: stop after this long idle")
-    p.add_argument("--max-records", type=_int_from(1), help="with --follow: stop after this many online records")
+    p.add_argument("--save-every", type=bounded(int, min=1), default=1, help="with --follow: rounds between saves")
+    p.add_argument("--idle-timeout", type=bounded(float, above=0), default=30.0, help="with --follow: stop after this long idle")
+    p.add_argument("--max-records", type=bounded(int, min=1), help="with --follow: stop after this many online records")
     p.add_argument("--json", action="store_true")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_adapt)

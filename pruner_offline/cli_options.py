@@ -2,7 +2,8 @@
 
 A field becomes ``--field-name``; its ``metadata`` may give ``help``, ``flag`` (another option
 name), ``parse`` (a function from the text), ``choices``, and bounds: ``min``/``max`` (the
-smallest/largest value accepted) or ``above`` (a value it must exceed). Fields without a default are left to the caller (positional arguments).
+smallest/largest value accepted), ``above``/``below`` (values it must lie strictly between).
+``bounded`` makes the same checked parsers for options that belong to no dataclass. Fields without a default are left to the caller (positional arguments).
 """
 
 from __future__ import annotations
@@ -33,15 +34,21 @@ def _user_errors(parse: Callable[[str], Any]) -> Callable[[str], Any]:
     return wrapped
 
 
-def _bounded(parse: Callable[[str], Any], meta: dict, flag: str) -> Callable[[str], Any]:
+BOUNDS = ("min", "max", "above", "below")
+
+
+def _bounded(parse: Callable[[str], Any], bounds: dict) -> Callable[[str], Any]:
+    # argparse names the option in front of the message
     def check(text: str) -> Any:
         value = parse(text)
-        if "min" in meta and value < meta["min"]:
-            raise argparse.ArgumentTypeError(f"{flag} must be at least {meta['min']}, not {text}")
-        if "above" in meta and not value > meta["above"]:
-            raise argparse.ArgumentTypeError(f"{flag} must be above {meta['above']}, not {text}")
-        if "max" in meta and value > meta["max"]:
-            raise argparse.ArgumentTypeError(f"{flag} must be at most {meta['max']}, not {text}")
+        if "min" in bounds and value < bounds["min"]:
+            raise argparse.ArgumentTypeError(f"must be at least {bounds['min']}, not {text}")
+        if "above" in bounds and not value > bounds["above"]:
+            raise argparse.ArgumentTypeError(f"must be above {bounds['above']}, not {text}")
+        if "max" in bounds and value > bounds["max"]:
+            raise argparse.ArgumentTypeError(f"must be at most {bounds['max']}, not {text}")
+        if "below" in bounds and not value < bounds["below"]:
+            raise argparse.ArgumentTypeError(f"must be below {bounds['below']}, not {text}")
         return value
     return check
 
@@ -56,6 +63,11 @@ def _number(kind: type) -> Callable[[str], Any]:
             raise argparse.ArgumentTypeError(f"not a number: {text!r}")
         return value
     return parse
+
+
+def bounded(kind: type, **bounds: Any) -> Callable[[str], Any]:
+    """An int or float option's parser that refuses NaN and values outside ``bounds`` (BOUNDS)."""
+    return _bounded(_number(kind), bounds)
 
 
 def flag_of(f: dataclasses.Field) -> str:
@@ -80,8 +92,9 @@ def add_options(parser: argparse.ArgumentParser, cls: type, skip: Iterable[str] 
         parse = f.metadata.get("parse") or ({int: _number(int), float: _number(float)}.get(kind) or
                                             (Path if kind is Path else str))
         parse = _user_errors(parse)
-        if {"min", "max", "above"} & set(f.metadata):
-            parse = _bounded(parse, f.metadata, flag)
+        bounds = {k: f.metadata[k] for k in BOUNDS if k in f.metadata}
+        if bounds:
+            parse = _bounded(parse, bounds)
         shown = "" if default is None else f" (default: {default})"
         parser.add_argument(flag, dest=f.name, type=parse, default=default, choices=f.metadata.get("choices"),
                             help=help_text + shown)

@@ -12,8 +12,7 @@ import pytest
 from pruner_offline.cli import main
 from pruner_offline.features import get_device
 from pruner_offline.features.devices import device_to_json
-from pruner_offline.training.export import ModelFileError, check_same_devices, load_model
-from pruner_offline.tuning.cost_model import tuning_device
+from pruner_offline.training.export import ModelFileError, check_same_devices, load_model, model_device
 
 from conftest import REPO
 
@@ -30,16 +29,16 @@ def test_bundled_checkpoints_say_how_their_features_were_made():
 
 def test_tuning_uses_the_models_own_constants_and_refuses_others():
     llvm = {"pacm.pt": {"devices": {"llvm": device_to_json(get_device("epyc-7452"))}}}
-    assert tuning_device("llvm", llvm, None).name == "epyc-7452"
-    assert tuning_device("llvm", llvm, "epyc-7452").name == "epyc-7452"
+    assert model_device("llvm", llvm, None).name == "epyc-7452"
+    assert model_device("llvm", llvm, "epyc-7452").name == "epyc-7452"
     with pytest.raises(ModelFileError, match="trained with the constants of epyc-7452"):
-        tuning_device("llvm", llvm, "platinum-8272")
+        model_device("llvm", llvm, "platinum-8272")
     with pytest.raises(ModelFileError, match="trained on llvm programs, not cuda"):
-        tuning_device("cuda", llvm, None)
+        model_device("cuda", llvm, None)
     mixed = {**llvm, "draft.pt": {"devices": {"llvm": device_to_json(get_device("i7"))}}}
     with pytest.raises(ModelFileError, match="different device constants"):
-        tuning_device("llvm", mixed, None)
-    assert tuning_device("cuda", {"old.pt": {}}, None).name == "h200"  # nothing recorded: the default
+        model_device("llvm", mixed, None)
+    assert model_device("cuda", {"old.pt": {}}, None).name == "h200"  # nothing recorded: the default
 
 
 def test_a_store_of_other_constants_is_refused_with_a_clear_message():

@@ -136,6 +136,35 @@ def recorded_devices(meta: dict) -> dict[str, dict]:
     return devices if isinstance(devices, dict) else {}
 
 
+def model_device(target_kind: str, model_files: dict[str, dict], device=None, option: str = "--device",
+                 other_kinds: bool = False):
+    """The draft-score constants for ``target_kind`` programs scored by the models whose metas are
+    ``model_files`` (path -> meta): the models' own; ``device`` (given as ``option``) only where it
+    agrees with them or they recorded none. A model of other target kinds is refused unless
+    ``other_kinds`` (adapting a model to another target is a use of its own)."""
+    from ..features.devices import DeviceConstants, device_for
+
+    recorded: dict[str, DeviceConstants] = {}
+    for path, meta in model_files.items():
+        devices = recorded_devices(meta)
+        if devices and target_kind not in devices and not other_kinds:
+            raise ModelFileError(f"{path} was trained on {', '.join(sorted(devices))} programs, not {target_kind}: "
+                                 f"use a model trained on {target_kind} records (pruner-train pretrain --data ...)")
+        if target_kind in devices:
+            recorded[path] = DeviceConstants(**devices[target_kind])
+    if len(set(recorded.values())) > 1:
+        raise ModelFileError("the models were trained with different device constants: "
+                             + ", ".join(f"{p}: {d.name}" for p, d in recorded.items()))
+    if device is not None:
+        chosen = device_for(target_kind, device)
+        if recorded and chosen != next(iter(recorded.values())):
+            path, own = next(iter(recorded.items()))
+            raise ModelFileError(f"{option} {chosen.name}, but {path} was trained with the constants of {own.name}: "
+                                 f"leave {option} out to use the model's own")
+        return chosen
+    return next(iter(recorded.values())) if recorded else device_for(target_kind)
+
+
 def check_same_devices(model: Union[str, Path], model_meta: dict, data: Union[str, Path], data_devices: dict) -> None:
     """Refuse features made with other device constants than the model's, for any target kind both have.
 

@@ -23,7 +23,7 @@ from ..features import FEATURE_SCHEMA_VERSION, DeviceConstants
 from ..features.devices import device_for, device_to_json
 from ..features.extract import ProgramFeatures
 from ..tenset.labels import FAILED_COST
-from ..training.export import ModelFileError, export_model, load_model, recorded_devices
+from ..training.export import export_model, load_model, model_device
 from ..training.module import CostModelModule
 from .candidates import CandidateFeatures, draft_batch, features_batch
 from .ranking import draft_then_verify
@@ -37,31 +37,6 @@ OnlineUpdate = Callable[[Optional[CostModelModule], list[ProgramFeatures], np.nd
 def load_checkpoint(path: str | Path) -> CostModelModule:
     module, _ = load_model(path, expect_schema=str(FEATURE_SCHEMA_VERSION))
     return module
-
-
-def tuning_device(target_kind: str, model_files: dict[str, dict], device: str | DeviceConstants | None
-                  ) -> DeviceConstants:
-    """The draft-score constants for tuning ``target_kind`` with models whose metas are ``model_files``
-    (path -> meta): the models' own; ``device`` only where it agrees with them (or they recorded none)."""
-    recorded: dict[str, DeviceConstants] = {}
-    for path, meta in model_files.items():
-        devices = recorded_devices(meta)
-        if devices and target_kind not in devices:
-            raise ModelFileError(f"{path} was trained on {', '.join(sorted(devices))} programs, not {target_kind}: "
-                                 f"use a model trained on {target_kind} records (pruner-train pretrain --data ...)")
-        if target_kind in devices:
-            recorded[path] = DeviceConstants(**devices[target_kind])
-    if len(set(recorded.values())) > 1:
-        raise ModelFileError("the models were trained with different device constants: "
-                             + ", ".join(f"{p}: {d.name}" for p, d in recorded.items()))
-    if device is not None:
-        chosen = device_for(target_kind, device)
-        if recorded and chosen != next(iter(recorded.values())):
-            path, own = next(iter(recorded.items()))
-            raise ModelFileError(f"--device {chosen.name}, but {path} was trained with the constants of {own.name}: "
-                                 "leave --device out to use the model's own")
-        return chosen
-    return next(iter(recorded.values())) if recorded else device_for(target_kind)
 
 
 @dataclass
@@ -128,7 +103,7 @@ class PrunerCostModel(PyCostModel):
         """Load model files written by ``pruner-train pretrain``; the draft score uses the device
         constants the models were trained with (``device`` may only confirm them)."""
         models = {str(p): load_model(p, expect_schema=str(FEATURE_SCHEMA_VERSION)) for p in (checkpoint, draft) if p}
-        dev = tuning_device(target_kind, {p: meta for p, (_, meta) in models.items()}, device)
+        dev = model_device(target_kind, {p: meta for p, (_, meta) in models.items()}, device)
         return cls(target_kind=target_kind, device=dev, verify_fraction=verify_fraction, on_update=on_update,
                    verifier=models[str(checkpoint)][0] if checkpoint else None,
                    draft=models[str(draft)][0] if draft else None)
