@@ -202,9 +202,14 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
             continue
         r = pretrain(store, model, args.split or "within_task", args.out, max_epochs=args.max_epochs,
                      seed=args.seed, accelerator=args.accelerator, devices=args.devices, strategy=args.strategy,
+                     num_nodes=args.num_nodes,
                      extra_configs=args.config, progress=_lightning_progress(args.quiet), feature_schema=schema)
+        if r is None:  # another rank of a multi-process run: rank 0 reports
+            continue
         results[model] = {**r.evaluation.to_json(), "train_seconds": round(r.train_seconds, 2),
                           "checkpoint": str(r.model_file)}
+    if not results:
+        return 0
     print(_metrics_table(results))
     for model, r in results.items():
         print(f"{model}: {r['checkpoint']}")
@@ -410,6 +415,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--accelerator", help="cpu, gpu, auto, ... (Lightning)")
     p.add_argument("--devices", help="e.g. 1, 4, auto (Lightning)")
     p.add_argument("--strategy", help="e.g. ddp (Lightning)")
+    p.add_argument("--num-nodes", type=bounded(int, min=1), help="machines of a multi-node run (Lightning; "
+                   "the launcher, e.g. srun or torchrun, starts the processes)")
     p.add_argument("--config", type=Path, nargs="*", default=[], help="extra LightningCLI YAML layered on the recipe")
     p.set_defaults(func=cmd_pretrain)
 

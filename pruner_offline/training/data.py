@@ -33,7 +33,7 @@ class ChunkStream(IterableDataset):
     """Batches of ``rows`` whose features ``read`` fetches a buffer of chunks at a time.
 
     Shuffling permutes the chunks of consecutive store rows, then the rows inside each buffer of
-    ``buffer_chunks`` chunks, so the file is read in long sequential runs. Each of ``world`` ranks
+    ``buffer_chunks`` chunks' rows, so the file is read in long sequential runs. Each of ``world`` ranks
     takes every world-th chunk, and all ranks cut their share to the same number of batches (DDP
     stops when one rank runs out); DataLoader workers of a rank take every n-th buffer.
     """
@@ -47,15 +47,13 @@ class ChunkStream(IterableDataset):
 
     def plan(self, epoch: int) -> list[list[np.ndarray]]:
         """This rank's buffers in epoch ``epoch``: for each, the store rows of its batches."""
-        chunks = chunks_of(self.rows, self.chunk_rows)
+        chunks = chunks_of(self.rows, self.deal_rows())
         rng = np.random.default_rng((self.seed, epoch))
         order = rng.permutation(len(chunks)) if self.shuffle else np.arange(len(chunks))
         shares = []
         for rank in range(self.world):  # every rank's share, to agree on a common length
             buffers = []
-            mine = order[rank::self.world]
-            for i in range(0, len(mine), self.buffer_chunks):
-                rows = np.concatenate([chunks[c] for c in mine[i:i + self.buffer_chunks]])
+            for rows in self._buffers([chunks[c] for c in order[rank::self.world]]):
                 if self.shuffle:
                     rows = rng.permutation(rows)
                 # even batches, no ragged tail; one record alone would stop BatchNorm in training
@@ -66,6 +64,27 @@ class ChunkStream(IterableDataset):
             keep = min(sum(map(len, s)) for s in shares)
             shares[self.rank] = _first_batches(shares[self.rank], keep)
         return shares[self.rank]
+
+    def _buffers(self, chunks: list[np.ndarray]) -> list[np.ndarray]:
+        """Consecutive ``chunks`` joined into buffers of up to ``buffer_chunks`` store chunks' rows
+        (dealt chunks may be smaller than the store's)."""
+        out, run, size = [], [], 0
+        for c in chunks:
+            run.append(c)
+            size += len(c)
+            if size >= self.buffer_chunks * self.chunk_rows:
+                out.append(np.concatenate(run))
+                run, size = [], 0
+        return out + ([np.concatenate(run)] if run else [])
+
+    def deal_rows(self) -> int:
+        """Rows per dealt chunk: the store's chunks, or smaller pieces of them when there are too few
+        for every rank to get a similar share (a small store may fit in one chunk; ranks cut their
+        shares to the shortest, so uneven shares would waste most of the epoch)."""
+        unit = self.chunk_rows
+        while self.world > 1 and unit > 1 and len(chunks_of(self.rows, unit)) < 8 * self.world:
+            unit //= 2
+        return unit
 
     def __len__(self) -> int:
         return sum(map(len, self.plan(self.epoch)))
@@ -180,16 +199,19 @@ class StoreDataModule(L.LightningDataModule):
         return gather_batch(*self._fetch(rows))
 
     def _loader(self, rows: np.ndarray, shuffle: bool) -> DataLoader:
+        trainer = self.trainer if shuffle else None  # every rank scores the whole validation split
+        world = trainer.world_size if trainer else 1
+        # ``batch_size`` is the global batch, split over the ranks: a recipe then takes the same
+        # optimizer steps on any number of processes
+        batch_size = -(-self.batch_size // world)
         if not self.in_memory:
-            trainer = self.trainer if shuffle else None  # every rank scores the whole validation split
-            stream = ChunkStream(self.reader.read, rows, self.batch_size, shuffle, self.seed,
-                                 trainer.global_rank if trainer else 0, trainer.world_size if trainer else 1,
-                                 self.chunk_rows, self.buffer_chunks)
+            stream = ChunkStream(self.reader.read, rows, batch_size, shuffle, self.seed,
+                                 trainer.global_rank if trainer else 0, world, self.chunk_rows, self.buffer_chunks)
             return DataLoader(stream, batch_size=None, num_workers=self.num_workers,
                               persistent_workers=self.num_workers > 0)
         # a last training batch of one record would stop BatchNorm (it needs two); it is dropped
-        lone = shuffle and len(rows) % self.batch_size == 1
-        return DataLoader(rows, batch_size=self.batch_size, shuffle=shuffle, collate_fn=self.gather,
+        lone = shuffle and len(rows) % batch_size == 1
+        return DataLoader(rows, batch_size=batch_size, shuffle=shuffle, collate_fn=self.gather,
                           num_workers=self.num_workers, drop_last=lone,
                           generator=torch.Generator().manual_seed(self.seed) if shuffle else None)
 

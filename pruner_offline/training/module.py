@@ -76,7 +76,7 @@ class CostModelModule(L.LightningModule):
 
     def validation_step(self, b: Batch, batch_idx: int) -> None:
         pred = self(b)
-        self.log("val_loss", self.loss_fn(pred, b.y), batch_size=b.size)
+        self.log("val_loss", self.loss_fn(pred, b.y), batch_size=b.size, sync_dist=True)
         self._val.append((pred.detach().cpu().numpy(), b.y.cpu().numpy(), b.task.cpu().numpy()))
 
     def on_validation_epoch_end(self) -> None:
@@ -85,9 +85,10 @@ class CostModelModule(L.LightningModule):
         pred, y, task = (np.concatenate(x) for x in zip(*self._val))
         self._val.clear()
         report = ranking_report(pred, y, 1.0 / np.maximum(y, 1e-12), task)
-        self.log("val_peak@1", report["peak@1"], prog_bar=True)
-        self.log("val_peak@5", report["peak@5"])
-        self.log("val_pairwise", report["pairwise_acc"])
+        # every rank scores the whole validation split: the mean over ranks is each rank's value
+        self.log("val_peak@1", report["peak@1"], prog_bar=True, sync_dist=True)
+        self.log("val_peak@5", report["peak@5"], sync_dist=True)
+        self.log("val_pairwise", report["pairwise_acc"], sync_dist=True)
 
     def configure_optimizers(self):
         return torch.optim.Adam(self.parameters(), lr=self.hparams.lr, weight_decay=self.hparams.weight_decay)

@@ -69,8 +69,11 @@ def make_cli(args: list[str]) -> CostModelCLI:
 
 def pretrain(store: Path, model: str, split: str, out_dir: Path, *, max_epochs: Optional[int] = None,
              seed: int = 0, accelerator: Optional[str] = None, devices: Optional[str] = None,
-             strategy: Optional[str] = None, batch_size: Optional[int] = None, extra_configs: Sequence[Path] = (),
-             progress: bool = True, feature_schema: str = "") -> PretrainResult:
+             strategy: Optional[str] = None, num_nodes: Optional[int] = None, batch_size: Optional[int] = None, extra_configs: Sequence[Path] = (),
+             progress: bool = True, feature_schema: str = "") -> Optional[PretrainResult]:
+    """Train ``model`` on ``store`` and write ``out_dir/<model>.pt``. In a multi-process run
+    (``strategy="ddp"``) every rank trains and only rank 0 evaluates and writes the model file;
+    the other ranks return None."""
     run_dir = out_dir / model
     args = [a for c in recipe_configs(model, extra_configs) for a in ("--config", str(c))]
     args += ["--model.model", model, "--model.feature_schema", feature_schema,
@@ -78,7 +81,7 @@ def pretrain(store: Path, model: str, split: str, out_dir: Path, *, max_epochs: 
              "--trainer.logger.init_args.save_dir", str(run_dir),
              "--trainer.enable_progress_bar", str(progress).lower()]
     for flag, value in (("max_epochs", max_epochs), ("accelerator", accelerator), ("devices", devices),
-                        ("strategy", strategy)):
+                        ("strategy", strategy), ("num_nodes", num_nodes)):
         if value is not None:
             args += [f"--trainer.{flag}", str(value)]
     if batch_size is not None:
@@ -90,6 +93,8 @@ def pretrain(store: Path, model: str, split: str, out_dir: Path, *, max_epochs: 
     start = time.perf_counter()
     cli.trainer.fit(cli.model, datamodule=cli.datamodule, ckpt_path=str(last) if last.is_file() else None)
     seconds = time.perf_counter() - start
+    if not cli.trainer.is_global_zero:
+        return None
     best = cli.trainer.checkpoint_callback.best_model_path if cli.trainer.checkpoint_callback else ""
     module = CostModelModule.load_from_checkpoint(best, weights_only=True) if best else cli.model
     dm = cli.datamodule
