@@ -14,7 +14,7 @@ from functools import lru_cache
 from typing import Optional, Sequence
 
 import tvm
-from tvm import tirx
+from tvm import s_tir, tirx
 
 from ..tenset.records import Record
 from ..tenset.steps import Step, StepError
@@ -26,13 +26,18 @@ from .replayer import Replayer, ReplayError, _first_line
 
 @dataclass(frozen=True)
 class ReplayResult:
-    mod: Optional[tvm.IRModule]  # the scheduled module ("main"), None on failure
+    schedule: Optional[s_tir.Schedule]  # holds the scheduled module; None on failure
     reason: Optional[str] = None  # short, stable failure category (histogram key)
     detail: str = ""
 
     @property
     def ok(self) -> bool:
-        return self.mod is not None
+        return self.schedule is not None
+
+    @property
+    def mod(self) -> Optional[tvm.IRModule]:
+        """The scheduled module ("main"), None on failure."""
+        return self.schedule.mod if self.schedule is not None else None
 
 
 @lru_cache(maxsize=64)

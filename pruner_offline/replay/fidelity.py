@@ -249,9 +249,8 @@ def check_replay(dataset: Path, sample: int = 0, tol: float = 0.05,
             if not ansor_ok:
                 tally.ansor_rejected += 1
                 continue
-            func = result.mod["main"]
-            tally.add(per_store_features(func, rec.target_kind), theirs, oracle.feature_names, tol)
-            tally.ansor_view.add(per_store_features(func, rec.target_kind, ansor=True), theirs,
+            tally.add(per_store_features(result.schedule, rec.target_kind), theirs, oracle.feature_names, tol)
+            tally.ansor_view.add(per_store_features(result.schedule, rec.target_kind, ansor=True), theirs,
                                  oracle.feature_names, tol)
     return report
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
-import tvm
 from tvm import s_tir, tirx
 
 from ..tenset import steps as st
@@ -62,6 +61,7 @@ class _Stage:
     block: Optional[s_tir.SBlockRV]  # None for placeholders
     iters: list[s_tir.LoopRV] = field(default_factory=list)
     history: list[int] = field(default_factory=list)  # loop steps since the loops were fresh
+    applied: int = 0  # how many of them ``iters`` reflect (the rest wait until the loops are needed)
     inlined: bool = False
     attached: bool = False
     pending_target: Optional[s_tir.LoopRV] = None  # a shared stage's compute_at, done after all steps
@@ -82,7 +82,7 @@ class Replayer:
     """Replays one record's steps on a fresh schedule of the task's PrimFunc."""
 
     def __init__(self, func: tirx.PrimFunc, graph: ComputeGraph, steps: Sequence[st.Step]):
-        self.sch = UncheckedSchedule(s_tir.Schedule(func, debug_mask=0))
+        self.sch = UncheckedSchedule(func)
         self.steps = steps
         self.stages: list[_Stage] = []
         for op, name in zip(graph.ops, stage_names(graph)):
@@ -131,6 +131,25 @@ class Replayer:
             raise ReplayError("bad stage index", str(index))
         return self.stages[index]
 
+    def settle(self, stage: _Stage) -> None:
+        """Apply the stage's loop steps that wait (see ``apply``)."""
+        while stage.applied < len(stage.history):
+            index = stage.history[stage.applied]
+            try:
+                self.apply_loop_step(stage, self.steps[index])
+            except ReplayError:
+                raise
+            except Exception as exc:
+                raise ReplayError(f"{self.steps[index].code} rejected by TIR", _first_line(exc)) from None
+            stage.applied += 1
+
+    def settle_all(self) -> None:
+        """Every stage's waiting loop steps, but those of shared stages still to be attached
+        (``attach_pending`` regenerates their loops) and of inlined ones (they have none)."""
+        for stage in self.stages:
+            if stage.block is not None and not stage.inlined and stage.pending_target is None:
+                self.settle(stage)
+
     def loop(self, stage: _Stage, index: int) -> s_tir.LoopRV:
         if stage.block is None:
             raise ReplayError("loop step on a placeholder", stage.buffer)
@@ -138,7 +157,7 @@ class Replayer:
             raise ReplayError("bad iterator index", f"{stage.buffer}[{index}] of {len(stage.iters)}")
         return stage.iters[index]
 
-    def run(self) -> tvm.IRModule:
+    def run(self) -> s_tir.Schedule:
         for i, step in enumerate(self.steps):
             try:
                 self.apply(i, step)
@@ -147,7 +166,10 @@ class Replayer:
             except Exception as exc:  # TVM raises ScheduleError and plain builtins alike
                 raise ReplayError(f"{step.code} rejected by TIR", _first_line(exc)) from None
         try:
+            self.settle_all()
             self.attach_pending()
+        except ReplayError:
+            raise
         except Exception as exc:
             raise ReplayError("CA rejected by TIR", _first_line(exc)) from None
         self.drop_thread_pragmas()
@@ -155,7 +177,7 @@ class Replayer:
             self.infer_storage_scopes()
         except Exception as exc:
             raise ReplayError("storage scope rejected by TIR", _first_line(exc)) from None
-        return self.sch.mod
+        return self.sch.schedule
 
     def drop_thread_pragmas(self) -> None:
         """TE emits an iterator's pragmas only where it makes a loop, never for one bound to a
@@ -191,9 +213,10 @@ class Replayer:
 
     def apply(self, index: int, step: st.Step) -> None:
         if isinstance(step, _LOOP_STEPS):
-            stage = self.stage(step.stage)
-            self.apply_loop_step(stage, step)
-            stage.history.append(index)
+            # applied when the stage's loops are next needed: a stage attached later (most of a
+            # GPU schedule's) gets fresh loops from compute_at, and splitting the old ones
+            # first would be wasted work (a third of a CUDA record's replay time)
+            self.stage(step.stage).history.append(index)
         elif isinstance(step, st.ComputeAtStep):
             self.compute_at(self.stage(step.stage), self.stage(step.target_stage), step.target_iter)
         elif isinstance(step, st.ComputeInlineStep):
@@ -312,6 +335,7 @@ class Replayer:
 
     def compute_at(self, stage: _Stage, target: _Stage, target_iter: int) -> None:
         block = self.block_of(stage)
+        self.settle(target)
         loop = self.loop(target, target_iter)
         stage.attached = True
         if self.sch.get(block).writes[0].source.scope() == "shared":
@@ -340,8 +364,8 @@ class Replayer:
     def refresh(self, stage: _Stage) -> None:
         """Fresh loops for a stage whose loops were regenerated; its loop steps applied again."""
         stage.iters = self._root_loops(self.block_of(stage))
-        for i in stage.history:
-            self.apply_loop_step(stage, self.steps[i])
+        stage.applied = 0
+        self.settle(stage)
 
     def read_index(self, block: s_tir.SBlockRV, buffer: str) -> int:
         for i, region in enumerate(self.sch.get(block).reads):
@@ -372,6 +396,7 @@ class Replayer:
     def rfactor(self, step: st.RfactorStep) -> None:
         # Ansor: the rfactor stage takes index `stage`, the write-back stage follows it
         stage = self.stage(step.stage)
+        self.settle(stage)
         loop = self.loop(stage, step.iter)
         rf = self.sch.rfactor(loop, step.factor_iter)
         self.stages[step.stage] = self.new_stage(rf)

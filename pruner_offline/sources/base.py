@@ -47,7 +47,9 @@ class SourceProgram:
     cost: float  # mean measured seconds; FAILED_COST for a failed measurement
     error_no: int  # 0 ok; Ansor's error codes otherwise
     label: float  # min_cost / cost within the unit's task; NaN when not measured
-    func: object  # scheduled tvm PrimFunc, or None when it could not be made
+    # the scheduled tvm PrimFunc, or the s_tir.Schedule holding it (featurizing that saves building
+    # a second one), or None when it could not be made
+    func: object
     reason: str = ""  # why func is None
     raw_steps: tuple = ()  # Ansor steps, for the TLP step vectors; () for other sources
 

@@ -153,16 +153,16 @@ class _Workloads:
 
 
 def scheduled_func(workloads: _Workloads, rec: MSRecordLine) -> tuple[Optional[object], str]:
-    """(scheduled PrimFunc, "") or (None, reason). Each record is rebuilt from its own line: TVM's
+    """(the Schedule holding the scheduled PrimFunc, "") or (None, reason). Each record is rebuilt from its own line: TVM's
     JSONDatabase hands records back sorted by run time, which would pair programs with wrong costs."""
     from tvm import s_tir
     from tvm.s_tir.meta_schedule.database import TuningRecord
 
     try:
         tvm_rec = TuningRecord.from_json(json.loads(rec.raw)[1], workloads.get(rec.workload))
-        sch = s_tir.Schedule(tvm_rec.workload.mod)
+        sch = s_tir.Schedule(tvm_rec.workload.mod, debug_mask=0)
         tvm_rec.trace.apply_to_schedule(sch, remove_postproc=False)
-        return sch.mod["main"], ""
+        return sch, ""
     except Exception as exc:  # noqa: BLE001 - one bad trace or workload must not end the run
         return None, f"trace: {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
 

@@ -34,7 +34,7 @@ def _replayed(task: Optional[Task], rec: Record, position: int, cost: float, lab
         func, reason = None, "unknown task: no task pickle has this workload key"
     else:
         result = replay_record(task, rec)
-        func = result.mod["main"] if result.ok else None
+        func = result.schedule if result.ok else None
         reason = "" if result.ok else f"{result.reason}: {result.detail}"
     return SourceProgram(rec.source.line, position, cost, rec.error_no, label, func, reason, rec.raw_steps)
 
