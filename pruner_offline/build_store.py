@@ -11,7 +11,6 @@ shards merge into one store.
 from __future__ import annotations
 
 import hashlib
-import multiprocessing as mp
 import shutil
 import time
 from collections import Counter
@@ -22,6 +21,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from .features import FEATURE_SCHEMA_VERSION, DeviceConstants
+from .executors import Executor, LocalExecutor
 from .features.devices import device_for, device_to_json
 from .sources import ProgramSource, SourceError, Unit, open_source
 from .store.parts import check_manifest, done_indices, part_path, read_part, write_part
@@ -130,8 +130,10 @@ def _work(args: tuple[ProgramSource, FeaturizeSettings, Unit, Path]) -> tuple[in
 
 
 def run_featurize(settings: FeaturizeSettings, out: Path, jobs: int = 1,
-                  on_progress: Optional[Callable[[int, int], None]] = None) -> FeaturizeReport:
-    """Featurize into ``out``. ``on_progress(records_done, files_done)`` is called per file."""
+                  on_progress: Optional[Callable[[int, int], None]] = None,
+                  executor: Optional[Executor] = None) -> FeaturizeReport:
+    """Featurize into ``out``. ``on_progress(records_done, files_done)`` is called per file. The
+    units run on ``executor`` (default: ``jobs`` local processes)."""
     start = time.perf_counter()
     check_output(out)
     for kind, name in (("cuda", settings.gpu), ("llvm", settings.cpu)):
@@ -152,21 +154,12 @@ def run_featurize(settings: FeaturizeSettings, out: Path, jobs: int = 1,
             n_read = read_part(part_path(parts, u.index)).records_read  # checks the part before new work
             if on_progress:
                 on_progress(n_read, 1)
-    tasks = ((source, settings, u, parts) for u in todo)
     processed = 0
-    if jobs > 1 and len(todo) > 1:
-        # spawn, not fork: TVM's runtime threads do not survive a fork
-        with mp.get_context("spawn").Pool(jobs) as pool:
-            for _, n_read, _ in pool.imap_unordered(_work, tasks):
-                processed += n_read
-                if on_progress:
-                    on_progress(n_read, 1)
-    else:
-        for t in tasks:
-            _, n_read, _ = _work(t)
-            processed += n_read
-            if on_progress:
-                on_progress(n_read, 1)
+    executor = executor or LocalExecutor(jobs)
+    for _, n_read, _ in executor.map_unordered(_work, [(source, settings, u, parts) for u in todo]):
+        processed += n_read
+        if on_progress:
+            on_progress(n_read, 1)
     unit_feats = [(u.index, read_part(part_path(parts, u.index))) for u in units]
     kinds = sorted({u.target_kind for _, u in unit_feats if u.target_kind})
     meta = {"feature_schema": str(FEATURE_SCHEMA_VERSION), "dataset": str(source.root), "source_kind": source.kind,

@@ -93,10 +93,13 @@ def _split(text: str) -> str:
 
 def cmd_featurize(args: argparse.Namespace) -> int:
     from .build_store import FeaturizeSettings, run_featurize
+    from .executors import executor_for
 
     settings = settings_from(FeaturizeSettings, args, dataset=str(args.dataset.resolve()))
+    executor = executor_for(args.jobs, args.ray)
     with Progress("featurizing", "rec", quiet=args.quiet) as bar:
-        report = run_featurize(settings, args.out, jobs=args.jobs, on_progress=lambda records, units: bar.update(records))
+        report = run_featurize(settings, args.out, on_progress=lambda records, units: bar.update(records),
+                               executor=executor)
     print(f"store              {args.out}")
     print(f"records            {report.records}  (replayed {report.replayed}, failed {report.failed})")
     for reason, n in report.failure_reasons.items():
@@ -398,7 +401,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dataset", type=Path, help="a TenSet dataset or a MetaSchedule database directory")
     p.add_argument("--out", type=Path, required=True, help="store to write (FILE.h5); FILE.h5.parts/ holds "
                    "the work of an interrupted run, which the same command resumes")
-    p.add_argument("--jobs", type=bounded(int, min=1), default=1, help="worker processes")
+    p.add_argument("--jobs", type=bounded(int, min=1), default=1, help="worker processes (with --ray and no "
+                   "ADDRESS: the local Ray instance's CPUs)")
+    p.add_argument("--ray", nargs="?", const="", metavar="ADDRESS", help="run the record files as tasks on a Ray "
+                   "cluster (ADDRESS, e.g. auto or ray://head:10001) or, without ADDRESS, a local Ray instance; "
+                   "FILE.h5.parts/ must be on storage every node shares (pip install 'pruner-offline[ray]')")
     add_options(p, FeaturizeSettings, skip={"dataset"})
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_featurize)

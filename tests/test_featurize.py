@@ -110,3 +110,26 @@ def test_resuming_with_other_settings_is_refused(small_dataset, tmp_path):
     (parts / "manifest.json").write_text(json.dumps({"gpu": "h200"}))
     with pytest.raises(Exception, match="interrupted run with other settings"):
         run_featurize(FeaturizeSettings(str(small_dataset)), tmp_path / "s.h5")
+
+
+def test_ray_gives_the_local_store_byte_for_byte_and_resumes(small_dataset, whole, tmp_path):
+    """`featurize --ray`: the same units as Ray tasks on a local instance, each writing its part;
+    an interrupted run (here: two parts already written) resumes from the parts."""
+    pytest.importorskip("ray", reason="Ray is an extra: pip install 'pruner-offline[ray]'")
+    from pruner_offline.build_store import _work, plan_units
+    from pruner_offline.executors import RayExecutor
+    from pruner_offline.sources import open_source
+    from pruner_offline.store.parts import check_manifest
+
+    settings = FeaturizeSettings(str(small_dataset), include_unmeasured=True)
+    out = tmp_path / "ray.h5"
+    parts = tmp_path / "ray.h5.parts"
+    source = open_source(settings.dataset)
+    units = plan_units(source, settings)
+    check_manifest(parts, settings.manifest([u.name for u in units]))
+    for u in units[:2]:  # what a run stopped part way leaves behind
+        _work((source, settings, u, parts))
+    report = run_featurize(settings, out, executor=RayExecutor(num_cpus=2))
+    assert report.records == whole[1].records and 0 < report.processed < report.records
+    assert out.read_bytes() == whole[0].read_bytes()
+    assert not parts.exists()
