@@ -1,6 +1,7 @@
 """Memory and speed of one PaCM training epoch as the store grows: out-of-core against in-memory.
 
     PYTHONPATH=. python bench/scale.py [--sizes 0.1 1] [--with-10m] [--batch 512] [--no-in-memory-above 5]
+                                       [--max-batches N]
 
 SCALE ONLY: the stores are the featurized records of the bundled tenset-mini replicated
 (each copy as tasks and files of its own) to 0.1 M, 1 M (and, with --with-10m, 10 M, ~10 GB
@@ -77,8 +78,8 @@ def replicate(source: Path, out: Path, copies: int) -> int:
     return n * copies
 
 
-def one(store: str, in_memory: bool, batch: int) -> dict:
-    """Setup and one training epoch in this process; its own peak RSS."""
+def one(store: str, in_memory: bool, batch: int, max_batches: int = 0) -> dict:
+    """Setup and one training epoch (or its first ``max_batches``) in this process; its own peak RSS."""
     import torch
 
     from pruner_offline.training.data import StoreDataModule
@@ -95,7 +96,9 @@ def one(store: str, in_memory: bool, batch: int) -> dict:
     module.train()
     samples = 0
     start = time.perf_counter()
-    for b in dm.train_dataloader():
+    for i, b in enumerate(dm.train_dataloader()):
+        if max_batches and i == max_batches:
+            break
         loss = module.loss_fn(module(b), b.y)
         opt.zero_grad()
         loss.backward()
@@ -106,8 +109,9 @@ def one(store: str, in_memory: bool, batch: int) -> dict:
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
-def measure(store: Path, in_memory: bool, batch: int) -> dict:
-    out = subprocess.run([sys.executable, __file__, "--one", str(store), "--batch", str(batch)]
+def measure(store: Path, in_memory: bool, batch: int, max_batches: int) -> dict:
+    out = subprocess.run([sys.executable, __file__, "--one", str(store), "--batch", str(batch),
+                          "--max-batches", str(max_batches)]
                          + (["--in-memory"] if in_memory else []), capture_output=True, text=True)
     if out.returncode:
         return {"failed": (out.stderr.strip().splitlines() or ["?"])[-1]}
@@ -119,6 +123,8 @@ def main() -> None:
     ap.add_argument("--sizes", type=float, nargs="+", default=[0.1, 1.0], help="millions of records")
     ap.add_argument("--with-10m", action="store_true", help="also 10 M records (~10 GB of disk)")
     ap.add_argument("--batch", type=int, default=512)
+    ap.add_argument("--max-batches", type=int, default=0, help="train only the epoch's first N batches "
+                    "(a 10 M epoch takes hours on a small CPU); 0: the whole epoch")
     ap.add_argument("--no-in-memory-above", type=float, default=5.0,
                     help="millions of records above which the in-memory path is not tried")
     ap.add_argument("--cache", type=Path, default=REPO / "runs" / "features", help="featurized tenset-mini")
@@ -126,7 +132,7 @@ def main() -> None:
     ap.add_argument("--in-memory", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
-        print(json.dumps(one(args.one, args.in_memory, args.batch)))
+        print(json.dumps(one(args.one, args.in_memory, args.batch, args.max_batches)))
         return
     from pruner_offline.build_store import FeaturizeSettings, cached_store
 
@@ -135,8 +141,9 @@ def main() -> None:
 
     n_source = FeatureStore(source).n_records
     sizes = args.sizes + ([10.0] if args.with_10m else [])
+    epoch = f"the first {args.max_batches} batches of an epoch" if args.max_batches else "one epoch"
     print(f"SCALE ONLY: tenset-mini ({n_source} records) replicated; no accuracy is measured. "
-          f"PaCM, one epoch on CPU, batch {args.batch}")
+          f"PaCM, {epoch} on CPU, batch {args.batch}")
     print(f"{'records':>9} {'path':<12} {'on disk':>8} {'setup s':>8} {'epoch s':>8} {'samples/s':>10} "
           f"{'peak RSS':>9}  vs in-memory (RSS, speed)")
     first_ooc = None
@@ -150,7 +157,7 @@ def main() -> None:
             paths = (["in-memory"] if millions <= args.no_in_memory_above else []) + ["out-of-core"]
             ref = None
             for path in paths:
-                r = measure(store, path == "in-memory", args.batch)
+                r = measure(store, path == "in-memory", args.batch, args.max_batches)
                 if "failed" in r:
                     print(f"{n:>9} {path:<12} failed: {r['failed']}", flush=True)
                     continue
