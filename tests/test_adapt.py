@@ -1,3 +1,4 @@
+import dataclasses
 import json
 import os
 import signal
@@ -14,8 +15,10 @@ import torch
 
 from pruner_offline.adapt.methods import AdaptConfig, make_method
 from pruner_offline.adapt.online import OnlineRecords, programs_of_store
-from pruner_offline.adapt.simulate import simulate, tuning_order
+from pruner_offline.adapt.simulate import held_out_rows, simulate, tuning_order
+from pruner_offline.build_store import FeaturizeSettings, cached_store
 from pruner_offline.cli import main
+from pruner_offline.models.metrics import pairwise_accuracy
 from pruner_offline.store.reader import FeatureStore
 from pruner_offline.training.data import gather_batch
 from pruner_offline.training.export import load_model
@@ -71,36 +74,81 @@ def test_weight_mixes_end_at_both_models(setup):
     torch.testing.assert_close(ph, (p0 + p1) / 2)
 
 
-def _online(d, rows, flip: bool) -> OnlineRecords:
-    """Online records from store rows; ``flip`` makes the new device rank them the other way round."""
-    programs = programs_of_store(d, rows)
-    if flip:
-        for p in programs:
-            p.cost = 1.0 / p.cost
-    return OnlineRecords(programs)
+@pytest.fixture(scope="module")
+def h200_mini(tmp_path_factory):
+    """PaCM pretrained on the bundled real H200 records, and those records as a tuning stream."""
+    root = tmp_path_factory.mktemp("h200")
+    store, _ = cached_store(FeaturizeSettings(str(REPO / "datasets" / "h200-ms-mini"), gpu="h200"), root / "cache")
+    r = pretrain(store, "pacm", "within_task", root / "pre", max_epochs=15, progress=False,
+                 feature_schema=str(FeatureStore(store).meta.get("feature_schema", "")))
+    return load_model(r.model_file)[0], FeatureStore(store).load()
 
 
-def test_guarded_keeps_the_pretrained_model_unless_fresh_records_disagree(setup):
-    """On a device that ranks like the pretraining data the pretrained model already wins on fresh
-    records, so guarded keeps (nearly) all of it; on a device that ranks the other way round the
-    fresh records say so, and it moves to the tuned model."""
-    store, model_file = setup
-    module, _ = load_model(model_file)
-    d = FeatureStore(store).load()
-    rows = tuning_order(d)[:120]
-    flipped = make_method("guarded", module, AdaptConfig(epochs=15, retrain_every=1))
-    assert flipped.after_round(_online(d, rows, flip=True), 1)
-    assert flipped.mix >= 0.75
-    from pruner_offline.adapt.methods import fresh_pair_accuracy
+def _replay(method, programs, cfg) -> list[float]:
+    """Feed the programs round by round; the mix after each round."""
+    online = OnlineRecords()
+    mixes = []
+    for r, start in enumerate(range(0, len(programs), cfg.round_size), 1):
+        for p in programs[start:start + cfg.round_size]:
+            online.add(p)
+        method.after_round(online, r)
+        mixes.append(method.mix)
+    return mixes
 
-    data = _online(d, rows, flip=True).data()
-    fresh = np.arange(len(rows)) >= len(rows) - 30
-    score = lambda m: fresh_pair_accuracy(m.predict_rows(lambda r: gather_batch(data, r), np.arange(len(rows))),  # noqa: E731
-                                          data.records["label"], data.records["task_id"], fresh)
-    assert score(flipped.predictor) > score(module) + 0.1
-    same = make_method("guarded", module, AdaptConfig(epochs=15, retrain_every=1))
-    same.after_round(_online(d, rows, flip=False), 1)
-    assert score(same.predictor) <= score(module) + 1e-9 or same.mix < flipped.mix
+
+def _flipped(programs):
+    """The same programs on a device that ranks them the other way round."""
+    return [dataclasses.replace(p, cost=1.0 / p.cost) for p in programs]
+
+
+def test_guarded_moves_only_when_unseen_records_disagree_with_pretraining(h200_mini):
+    """Real H200 programs, pretrained on. Measured as pretraining knew them, the tuned copy never
+    ranks the records it had not seen clearly better: guarded keeps the pretrained model. Measured
+    on a device that ranks them the other way round, the unseen records say so after a few rounds
+    and guarded moves to the tuned copy, which then ranks held-out records of that device better."""
+    module, d = h200_mini
+    held = held_out_rows(d, 0.25)
+    order = tuning_order(d)
+    stream = programs_of_store(d, order[~held[order]])
+    cfg = AdaptConfig(retrain_every=2, epochs=10)
+    same = make_method("guarded", module, cfg)
+    assert set(_replay(same, stream, cfg)) == {0.0}
+    assert all(torch.equal(a, b) for a, b in zip(same.predictor.state_dict().values(), module.state_dict().values()))
+    assert same.retrains == len(stream) // 20 and same.gains.shape[1] > 0  # it did retrain and judge
+
+    flipped = make_method("guarded", module, cfg)
+    mixes = _replay(flipped, _flipped(stream), cfg)
+    assert mixes[:2] == [0.0, 0.0]  # nothing to judge before the second retrain's round
+    assert mixes[-1] > 0.0
+    test = OnlineRecords(_flipped(programs_of_store(d, np.flatnonzero(held)))).data()
+    rows = np.arange(len(test.records["label"]))
+    acc = {name: pairwise_accuracy(m.predict_rows(lambda r: gather_batch(test, r), rows), test.records["label"],
+                                   test.records["task_id"])
+           for name, m in (("pretrained", module), ("guarded", flipped.predictor))}
+    assert acc["guarded"] > acc["pretrained"] + 0.2, acc
+
+
+def test_guarded_judges_only_records_its_tuned_copy_never_saw(h200_mini, tmp_path):
+    module, d = h200_mini
+    programs = _flipped(programs_of_store(d, tuning_order(d)[:40]))
+    cfg = AdaptConfig(retrain_every=2, epochs=2)
+    g = make_method("guarded", module, cfg)
+    online = OnlineRecords(programs[:20])
+    g.after_round(online, 2)  # a retrain on all 20: nothing new to judge yet
+    assert g.retrains == 1 and g.gains.shape[1] == 0 and g.scored == 20
+    online = OnlineRecords(programs[:30])
+    g.after_round(online, 3)  # judged: the 10 new records only (those with a good pair)
+    assert 0 < g.gains.shape[1] <= 10 and g.scored == 30
+    # a restart (adapt --follow) resumes with the same tally and tuned copy
+    torch.save(g.state(), tmp_path / "s.pt")
+    again = make_method("guarded", module, cfg)
+    again.load_state(torch.load(tmp_path / "s.pt", weights_only=True))
+    np.testing.assert_array_equal(again.gains, g.gains)
+    online = OnlineRecords(programs)
+    assert g.after_round(online, 4) == again.after_round(online, 4)
+    assert g.mix == again.mix
+    for a, b in zip(g.predictor.state_dict().values(), again.predictor.state_dict().values()):
+        torch.testing.assert_close(a, b)
 
 
 def test_simulation_curves(setup):

@@ -18,9 +18,6 @@ class AdaptConfig:
     lr: float = field(default=7e-4, metadata={"help": "learning rate of the retrains", "above": 0.0})
     batch_size: int = field(default=512, metadata={"help": "online records per gradient step", "min": 2})
     seed: int = field(default=0, metadata={"help": "seed of the retrains' shuffling and initialisation", "min": 0})
-    fresh_fraction: float = field(default=0.25, metadata={
-        "help": "guarded: the newest share of the online records, kept out of each retrain to judge it",
-        "above": 0.0, "max": 0.9})
-    evidence: float = field(default=2.0, metadata={
-        "help": "guarded: how many standard errors (0.5/sqrt(fresh records)) of pairwise accuracy a mix must "
-                "gain on the fresh records before it replaces the pretrained model", "min": 0.0})
+    evidence: float = field(default=3.0, metadata={
+        "help": "guarded: how many standard errors above 0 the mean gain of a mix over the pretrained model, on "
+                "the records it had not seen, must be before it predicts", "min": 0.0})

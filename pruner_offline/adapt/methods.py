@@ -3,17 +3,18 @@
 - ``frozen``: the pretrained model, never updated.
 - ``scratch``: at every retrain, a freshly initialised network trained on the online records.
 - ``finetune``: the pretrained network, trained further on the online records at every retrain.
-- ``guarded`` (the default): never trusts a retrain it has not checked. Every retrain fine-tunes a
-  copy of the *pretrained* weights on the older online records; the newest records (which it did
-  not see) then judge the weight-space mixes θ_w = (1−w)·θ_pretrained + w·θ_tuned for
-  w ∈ {0, ¼, ½, ¾, 1}: a mix replaces the pretrained model (w = 0) only when its within-task
-  pairwise accuracy on the fresh records beats the pretrained model's by more than ``evidence``
-  standard errors (0.5/√n_fresh: the noise of so few records), and the best such mix predicts
-  (ties go to the smaller w). So
-  adaptation only moves away from pretraining when measurements on programs the tuned copy was
-  not trained on say clearly that it ranks better. Mixing weights rather than scores keeps the predictor
+- ``guarded`` (the default): moves away from the pretrained model only as far as records it had not
+  trained on show that it should. Every retrain fine-tunes a copy of the *pretrained* weights on all
+  online records; the weight-space mixes θ_w = (1−w)·θ_pretrained + w·θ_tuned, w ∈ {¼, ½, ¾, 1},
+  are then scored prequentially: every record measured after that retrain is, before the next one,
+  a record none of them saw, and each mix's gain over the pretrained model on it (good-pair ranking
+  accuracy, ``good_pair_scores``) joins one tally kept over the whole run. The mix with the largest
+  mean gain predicts once that mean is ``evidence`` standard errors above 0 (a one-sided paired test
+  over every record judged so far); until then, the pretrained model. Evidence piles up across
+  rounds instead of being judged afresh on each small batch, so a clear disagreement moves it
+  within a few rounds while noise does not. Mixing weights rather than scores keeps the predictor
   an ordinary model (it is saved and loaded like any other); fine-tuned weights lie close to the
-  pretrained ones, where such mixes are known to keep what both know (robust fine-tuning, WiSE-FT).
+  pretrained ones, where such mixes keep what both know (robust fine-tuning, WiSE-FT).
 - ``moa``: momentum online adaptation (Pruner), as published. A momentum copy θ_s starts as the
   pretrained weights; at every retrain a network initialised from θ_s is trained on all online
   records and becomes the predictor, then θ_s ← m·θ_s + (1−m)·θ. Starting each fine-tune from the
@@ -154,18 +155,20 @@ def mixed(a: CostModelModule, b: CostModelModule, w: float) -> CostModelModule:
     return out.eval()
 
 
-def fresh_pair_accuracy(pred: np.ndarray, y: np.ndarray, task: np.ndarray, fresh: np.ndarray) -> float:
-    """Within-task pairwise accuracy over the pairs with at least one fresh (unseen) record."""
-    right = total = 0
+def good_pair_scores(preds: list[np.ndarray], y: np.ndarray, task: np.ndarray, fresh: np.ndarray) -> np.ndarray:
+    """[len(preds), m]: for each of the m fresh records that has one, the share of its good pairs that
+    each prediction orders right. A good pair: two records of one task with different labels, both at
+    least the task's median label so far (a tuner only has to order the good programs; pairs with a
+    bad one are easy and would drown them)."""
+    out = []
     for t in np.unique(task[fresh]):
         rows = np.flatnonzero(task == t)
-        dy = np.sign(y[rows][:, None] - y[rows][None, :])
-        dp = np.sign(pred[rows][:, None] - pred[rows][None, :])
-        new = fresh[rows]
-        mask = np.triu((dy != 0) & (new[:, None] | new[None, :]), 1)
-        right += int((dy[mask] == dp[mask]).sum())
-        total += int(mask.sum())
-    return right / total if total else float("nan")
+        good = rows[y[rows] >= np.median(y[rows])]
+        dy = np.sign(y[good][:, None] - y[good][None, :])
+        pair = dy != 0
+        for i in np.flatnonzero(fresh[good] & pair.any(1)):
+            out.append([np.mean(np.sign(p[good[i]] - p[good][pair[i]]) == dy[i][pair[i]]) for p in preds])
+    return np.array(out, dtype=np.float64).T.reshape(len(preds), -1)
 
 
 class Guarded(Method):
@@ -174,39 +177,65 @@ class Guarded(Method):
     def __init__(self, pretrained: CostModelModule, cfg: AdaptConfig):
         super().__init__(pretrained, cfg)
         self.pretrained = copy.deepcopy(pretrained).eval()
-        self.mix = 0.0  # the weight of the tuned model in the predictor, for reports
+        self.mixes: list[CostModelModule] = []  # the mixes w = MIXES[1:] of the latest tuned copy
+        self.scored = 0  # online records the latest tuned copy was trained on, or scored since
+        self.gains = np.zeros((len(MIXES) - 1, 0))  # per mix, per judged record: its gain over w = 0
+        self.mix = 0.0  # the weight of the tuned copy in the predictor
 
-    def retrain(self, online: OnlineRecords) -> None:
-        n = len(online)
-        n_fresh = max(self.cfg.round_size, int(round(n * self.cfg.fresh_fraction)))
-        if n - n_fresh < 2:
-            return
-        tuned = copy.deepcopy(self.pretrained)
-        train_online(tuned, online, self.cfg, self.cfg.seed + self.retrains, rows=np.arange(n - n_fresh))
+    def after_round(self, online: OnlineRecords, rounds: int) -> bool:
+        if self.mixes and len(online) > self.scored:
+            self.judge(online)
+        retrain = rounds % self.cfg.retrain_every == 0 and len(online) >= 2
+        if retrain:
+            tuned = copy.deepcopy(self.pretrained)
+            train_online(tuned, online, self.cfg, self.cfg.seed + self.retrains)
+            self.mixes = [mixed(self.pretrained, tuned, w) for w in MIXES[1:]]
+            self.scored = len(online)
+            self.retrains += 1
+        w = self.choose()
+        if w == self.mix and not (retrain and w > 0):
+            return False
+        self.mix = w
+        self.predictor = self.mixes[MIXES.index(w) - 1] if w else copy.deepcopy(self.pretrained)
+        return True
+
+    def judge(self, online: OnlineRecords) -> None:
+        """Score the records that arrived since the latest retrain (which it never saw), with labels
+        from the whole online set, and add each mix's gain over the pretrained model to the tally."""
         data = online.data()
-        fresh = np.arange(n) >= n - n_fresh  # the online set keeps arrival order
-        rows = np.arange(n)
-        scores = {}
-        for w in MIXES:
-            pred = mixed(self.pretrained, tuned, w).predict_rows(lambda r: gather_batch(data, r), rows)
-            scores[w] = fresh_pair_accuracy(pred, data.records["label"], data.records["task_id"], fresh)
-        # Moving away from the pretrained model needs evidence beyond the noise of a few fresh records:
-        # an accuracy gain of `evidence` standard errors of an accuracy over n_fresh records (0.5/√n).
-        # Ties stay nearer the pretrained model.
-        margin = self.cfg.evidence * 0.5 / np.sqrt(n_fresh)
-        best = 0.0
-        for w in MIXES[1:]:
-            if np.isfinite(scores[w]) and scores[w] > scores[0.0] + margin and scores[w] >= scores[best] + 1e-9:
-                best = w
-        self.mix = best
-        self.predictor = mixed(self.pretrained, tuned, best)
+        rows = np.arange(len(online))
+        preds = [m.predict_rows(lambda r: gather_batch(data, r), rows) for m in [self.pretrained, *self.mixes]]
+        s = good_pair_scores(preds, data.records["label"], data.records["task_id"], rows >= self.scored)
+        self.gains = np.concatenate([self.gains, s[1:] - s[0]], axis=1)
+        self.scored = len(online)
+
+    def choose(self) -> float:
+        """The mix with the largest mean gain, among those whose gain is ``evidence`` standard errors
+        above 0 (a one-sided paired test over every record judged so far); else 0."""
+        n = self.gains.shape[1]
+        if n < max(self.cfg.round_size, 2):
+            return 0.0
+        mean = self.gains.mean(1)
+        se = self.gains.std(1, ddof=1) / np.sqrt(n)
+        ok = (mean > 0) & (mean > self.cfg.evidence * se)
+        return float(MIXES[1 + int(np.argmax(np.where(ok, mean, -np.inf)))]) if ok.any() else 0.0
 
     def state(self) -> dict[str, dict]:
-        return {"predictor": self.predictor.state_dict(), "pretrained": self.pretrained.state_dict()}
+        tuned = {"tuned": self.mixes[-1].state_dict()} if self.mixes else {}
+        return {"predictor": self.predictor.state_dict(), "pretrained": self.pretrained.state_dict(),
+                "tally": {"gains": torch.from_numpy(self.gains), "scored": self.scored, "mix": self.mix,
+                          "retrains": self.retrains}, **tuned}
 
     def load_state(self, state: dict[str, dict]) -> None:
         super().load_state(state)
         self.pretrained.load_state_dict(state["pretrained"])
+        tally = state["tally"]
+        self.gains = tally["gains"].numpy()
+        self.scored, self.mix, self.retrains = int(tally["scored"]), float(tally["mix"]), int(tally["retrains"])
+        if "tuned" in state:
+            tuned = copy.deepcopy(self.pretrained)
+            tuned.load_state_dict(state["tuned"])
+            self.mixes = [mixed(self.pretrained, tuned, w) for w in MIXES[1:]]
 
 
 def make_method(name: str, pretrained: CostModelModule, cfg: AdaptConfig) -> Method:
