@@ -105,18 +105,11 @@ class StoreDataModule(L.LightningDataModule):
                  feature_schema: Optional[str] = None, with_steps: bool = False, in_memory: bool = False,
                  chunk_rows: int = 4096, buffer_chunks: int = 4, val_by_task: bool = False):
         super().__init__()
-        self.store = store
-        self.split = split
-        self.batch_size = batch_size
-        self.val_fraction = val_fraction
-        self.seed = seed
-        self.num_workers = num_workers
-        self.feature_schema = feature_schema
-        self.with_steps = with_steps
-        self.in_memory = in_memory
-        self.chunk_rows = chunk_rows
-        self.buffer_chunks = buffer_chunks
-        self.val_by_task = val_by_task
+        self.store, self.split, self.seed = store, split, seed
+        self.batch_size, self.num_workers = batch_size, num_workers
+        self.val_fraction, self.val_by_task = val_fraction, val_by_task
+        self.feature_schema, self.with_steps, self.in_memory = feature_schema, with_steps, in_memory
+        self.chunk_rows, self.buffer_chunks = chunk_rows, buffer_chunks
         self.data: Optional[StoreIndex] = None  # a StoreData when in_memory
         self.reader: Optional[RowReader] = None
 

@@ -33,6 +33,8 @@ class CostModelModule(L.LightningModule):
         super().__init__()
         if loss not in LOSSES:
             raise ValueError(f"unknown loss {loss!r}; choose from {', '.join(LOSSES)}")
+        # the recipe sets it for every model; a model file says what its model really reads
+        draft_prior = draft_prior and model in ("pacm", "draft")
         self.save_hyperparameters()
         kwargs = {"pacm": {"stmt_dim": stmt_dim, "flow_dim": flow_dim, "draft_prior": draft_prior}, "mlp": {"stmt_dim": stmt_dim},
                   "draft": {"symbol_dim": symbol_dim, "draft_prior": draft_prior}, "tlp": {"step_dim": step_dim}}.get(model, {})
