@@ -374,7 +374,7 @@ def _data_args(p: argparse.ArgumentParser, split_help: str) -> None:
     p.add_argument("--data", type=Path, default=default_dataset(),
                    help="a TenSet dataset or MetaSchedule database directory (featurized on first use, cached by "
                         "content) or a feature store .h5 (default: the bundled tenset-mini)")
-    p.add_argument("--split", type=_split, help="within_task[:F] | by_task[:F[:SEED]] | holdout:all_five | holdout:NET,NET | all; "
+    p.add_argument("--split", type=_split, help="within_task[:F] | by_task[:F[:SEED]] | fold:I/K[:SEED] | holdout:all_five | holdout:NET,NET | all; "
                    + split_help)
     p.add_argument("--seed", type=bounded(int, min=0), default=0)
     p.add_argument("--jobs", type=bounded(int, min=1), default=2, help="featurization workers when --data is a directory")

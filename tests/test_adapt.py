@@ -28,12 +28,21 @@ from conftest import REPO
 from synthetic import synthetic_store
 
 
+def _no_prior(root):
+    """The recipe before issue 10 (one-list LambdaRank, no draft prior). These tests flip devices
+    so that the analytic draft score ranks them exactly wrong; with the prior (weight 16) a few
+    retrain steps at lr 7e-4 cannot overturn it, which is what the flip is not meant to test."""
+    path = root / "no_prior.yaml"
+    path.write_text("model:\n  draft_prior: false\n  loss: lambdarank\n")
+    return path
+
+
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
     root = tmp_path_factory.mktemp("adapt")
     store = synthetic_store(root / "s.h5", n_tasks=4, per_task=80, seed=3)
     r = pretrain(store, "pacm", "within_task", root / "pre", max_epochs=2, feature_schema="synthetic-1",
-                 progress=False)
+                 progress=False, extra_configs=[_no_prior(root)])
     return store, r.model_file
 
 
@@ -80,7 +89,8 @@ def h200_mini(tmp_path_factory):
     root = tmp_path_factory.mktemp("h200")
     store, _ = cached_store(FeaturizeSettings(str(REPO / "datasets" / "h200-ms-mini"), gpu="h200"), root / "cache")
     r = pretrain(store, "pacm", "within_task", root / "pre", max_epochs=15, progress=False,
-                 feature_schema=str(FeatureStore(store).meta.get("feature_schema", "")))
+                 feature_schema=str(FeatureStore(store).meta.get("feature_schema", "")),
+                 extra_configs=[_no_prior(root)])
     return load_model(r.model_file)[0], FeatureStore(store).load()
 
 

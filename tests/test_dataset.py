@@ -114,6 +114,21 @@ def test_task_records_join_and_label(tenset_mini):
     assert len(unmeasured) == 19 and all(g.task is not None for g in unmeasured)
 
 
+def test_fold_splits_test_every_task_once():
+    sizes = [5, 3, 4, 2, 6, 1, 2]
+    task = np.repeat(np.arange(7), sizes)
+    pos = np.concatenate([np.arange(n) for n in sizes])
+    folds = [split_mask(parse_split(f"fold:{i}/3:5"), task, pos, sizes) for i in range(3)]
+    assert (np.sum(folds, axis=0) == 1).all()
+    assert all(f[task == t].all() or not f[task == t].any() for f in folds for t in range(7))
+    assert sorted(len(set(task[f])) for f in folds) == [2, 2, 3]
+    other_seed = [split_mask(parse_split(f"fold:{i}/3:6"), task, pos, sizes) for i in range(3)]
+    assert any((a != b).any() for a, b in zip(folds, other_seed))
+    assert str(parse_split("fold:1/3:5")) == "fold:1/3:5"
+    with pytest.raises(SplitError, match="4 folds of 3 tasks"):
+        split_mask(parse_split("fold:0/4"), task[:10], pos[:10], sizes[:3])
+
+
 def test_splits():
     sizes = [20, 10, 1]
     task = np.repeat(np.arange(3), sizes)
@@ -130,6 +145,6 @@ def test_splits():
     assert parse_split("holdout:all_five").networks == ALL_FIVE
     assert parse_split("holdout:mlp,resnet_18").networks == ("mlp", "resnet_18")
     assert str(SplitSpec("by_task", 0.2, 3)) == "by_task:0.2:3"
-    for bad in ("nope", "within_task:2", "holdout", "by_task:x"):
+    for bad in ("nope", "within_task:2", "holdout", "by_task:x", "fold:3/3", "fold:1", "fold:a/b"):
         with pytest.raises(SplitError):
             parse_split(bad)

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from pruner_offline.models.batch import Batch
-from pruner_offline.models.losses import lambda_rank, mse, pairwise_logistic
+from pruner_offline.models.losses import LOSSES, lambda_rank, mse, pairwise_logistic
 from pruner_offline.models.metrics import ndcg, pairwise_accuracy, peak_score, ranking_report, topk_score
 from pruner_offline.models.registry import build_model
 
@@ -54,6 +54,24 @@ def test_losses_prefer_the_right_order():
     assert mse(y, y) == 0
 
 
+def test_task_losses_compare_records_of_one_task_only():
+    # two tasks whose labels interleave: each task is ranked right, but across tasks the
+    # scores put every record of task 1 above task 0's best
+    y = torch.tensor([1.0, 0.2, 0.6, 0.5])
+    task = torch.tensor([0, 0, 1, 1])
+    pred = torch.tensor([1.0, 0.0, 11.0, 10.0])
+    for name in ("lambdarank", "pairwise"):
+        assert LOSSES[name + "_task"](pred, y, task) < 0.5 * LOSSES[name](pred, y, task)
+    # within one task, LambdaRank is the one-list loss; over several, the per-task losses
+    # weighted by their pairs
+    g = torch.Generator().manual_seed(0)
+    p, y, task = torch.randn(40, generator=g), torch.rand(40, generator=g), torch.randint(0, 3, (40,), generator=g)
+    pairs = [int((y[task == t][:, None] > y[task == t][None, :]).sum()) for t in range(3)]
+    by_task = sum(lambda_rank(p[task == t], y[task == t]) * n for t, n in enumerate(pairs)) / sum(pairs)
+    assert lambda_rank(p, y, task) == pytest.approx(float(by_task), rel=1e-5)
+    assert lambda_rank(p, y, torch.zeros(40, dtype=torch.long)) == pytest.approx(float(lambda_rank(p, y)), rel=1e-5)
+
+
 def _batch(n=5, seed=0):
     g = torch.Generator().manual_seed(seed)
     counts = torch.tensor([1, 3, 2, 1, 4][:n])
@@ -86,3 +104,20 @@ def test_models_score_ragged_batches(name, max_params):
 def test_pacm_is_published_size():
     n = sum(p.numel() for p in build_model("pacm").parameters())
     assert 350_000 < n < 450_000  # ~0.4 M as published
+
+
+@pytest.mark.parametrize("name", ["pacm", "draft"])
+def test_draft_prior_adds_the_analytic_score(name):
+    torch.manual_seed(0)
+    plain, prior = build_model(name).eval(), build_model(name, draft_prior=True).eval()
+    # one extra input column and one weight: the learned part is the same network
+    n = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731
+    extra_inputs = next(m for m in prior.head.modules() if isinstance(m, torch.nn.Linear)).out_features
+    assert n(prior) == n(plain) + (extra_inputs if name == "pacm" else 0) + 1
+    # with the learned part silenced, the model ranks exactly as the analytic draft score
+    last = [m for m in prior.head.modules() if isinstance(m, torch.nn.Linear)][-1]
+    with torch.no_grad():
+        last.weight.zero_()
+        last.bias.zero_()
+    b = _batch()
+    assert torch.allclose(prior(b), 16.0 * b.draft_score)

@@ -104,3 +104,21 @@ def test_gbdt_is_saved_without_pickle_and_scores_as_trained(store, tmp_path, cap
     torch.save(raw, tmp_path / "bad.pt")
     with pytest.raises(ModelFileError, match="damaged gradient-boosted trees"):
         load_model(tmp_path / "bad.pt")
+
+
+def test_validation_by_task_holds_whole_training_tasks(store):
+    from pruner_offline.training.data import StoreDataModule
+
+    def split(**kw):
+        dm = StoreDataModule(str(store), split="fold:0/4:1", **kw)
+        dm.setup("fit")
+        return dm
+
+    by_records, by_task = split(), split(val_by_task=True, val_fraction=0.25)
+    task = by_task.data.records["task_id"]
+    test, val, train = (set(task[r]) for r in (by_task.test_rows, by_task.val_rows, by_task.train_rows))
+    assert val and train and not (val & train) and not (val & test) and not (train & test)
+    # the same records learn or validate either way; only how they are cut differs
+    assert sorted(np.concatenate([by_task.val_rows, by_task.train_rows])) == \
+        sorted(np.concatenate([by_records.val_rows, by_records.train_rows]))
+    assert set(task[by_records.val_rows]) & set(task[by_records.train_rows])

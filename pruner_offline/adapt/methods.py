@@ -55,7 +55,7 @@ def train_online(module: CostModelModule, online: OnlineRecords, cfg: AdaptConfi
             if len(rows_b) < 2:  # BatchNorm needs two programs
                 continue
             b = gather_batch(data, rows_b)
-            loss = module.loss_fn(module(b), b.y)
+            loss = module.loss_fn(module(b), b.y, b.task)
             opt.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(module.parameters(), 0.5)

@@ -2,6 +2,8 @@
 
 - ``within_task``: the first fraction (10%) of every task's records is test, the rest train.
 - ``by_task``: a seeded random fraction of whole tasks is test.
+- ``fold``: whole tasks in K seeded folds, fold I is test: over I = 0..K-1 every task is
+  tested once by a model that never saw it (cross-validation over workloads).
 - ``holdout``: every task that occurs in one of the named networks is test (TenSet's
   ``all_five`` names its evaluation networks), all others train.
 - ``all``: every record is test: scoring a model on data it never saw.
@@ -30,8 +32,12 @@ class SplitSpec:
     test_fraction: float = 0.1
     seed: int = 0
     networks: tuple[str, ...] = ()
+    fold: int = 0
+    folds: int = 0
 
     def __str__(self) -> str:
+        if self.kind == "fold":
+            return f"fold:{self.fold}/{self.folds}:{self.seed}"
         if self.kind == "holdout":
             return "holdout:" + ",".join(self.networks)
         if self.kind == "by_task":
@@ -42,8 +48,8 @@ class SplitSpec:
 
 
 def parse_split(text: str) -> SplitSpec:
-    """``within_task[:FRACTION]``, ``by_task[:FRACTION[:SEED]]``, ``holdout:all_five``, ``holdout:NET,NET``
-    or ``all``."""
+    """``within_task[:FRACTION]``, ``by_task[:FRACTION[:SEED]]``, ``fold:I/K[:SEED]``, ``holdout:all_five``,
+    ``holdout:NET,NET`` or ``all``."""
     kind, _, rest = text.partition(":")
     parts = [p for p in rest.split(":") if p] if rest else []
     try:
@@ -51,6 +57,11 @@ def parse_split(text: str) -> SplitSpec:
             spec = SplitSpec(kind, float(parts[0]) if parts else 0.1)
         elif kind == "by_task" and len(parts) <= 2:
             spec = SplitSpec(kind, float(parts[0]) if parts else 0.1, int(parts[1]) if len(parts) > 1 else 0)
+        elif kind == "fold" and len(parts) in (1, 2):
+            i, k = parts[0].split("/")
+            spec = SplitSpec(kind, seed=int(parts[1]) if len(parts) > 1 else 0, fold=int(i), folds=int(k))
+            if not 0 <= spec.fold < spec.folds:
+                raise ValueError
         elif kind == "all" and not parts:
             spec = SplitSpec(kind)
         elif kind == "holdout" and len(parts) == 1:
@@ -60,8 +71,8 @@ def parse_split(text: str) -> SplitSpec:
             raise ValueError
     except ValueError:
         raise SplitError(
-            f"bad split {text!r}: use within_task[:FRACTION], by_task[:FRACTION[:SEED]], "
-            "holdout:all_five, holdout:NET[,NET...] or all") from None
+            f"bad split {text!r}: use within_task[:FRACTION], by_task[:FRACTION[:SEED]], fold:I/K[:SEED] "
+            "(0 <= I < K), holdout:all_five, holdout:NET[,NET...] or all") from None
     if not 0.0 < spec.test_fraction < 1.0:
         raise SplitError(f"bad split {text!r}: the test fraction must lie in (0, 1)")
     if spec.kind == "holdout" and not spec.networks:
@@ -99,6 +110,12 @@ def test_mask(
         test_tasks = np.zeros(n_tasks, dtype=bool)
         test_tasks[rng.permutation(n_tasks)[:n_test]] = True
         return test_tasks[task_of_row]
+    if spec.kind == "fold":
+        if spec.folds > len(sizes):
+            raise SplitError(f"bad split {spec}: {spec.folds} folds of {len(sizes)} tasks")
+        fold_of_task = np.empty(len(sizes), dtype=np.int64)
+        fold_of_task[np.random.default_rng(spec.seed).permutation(len(sizes))] = np.arange(len(sizes)) % spec.folds
+        return fold_of_task[task_of_row] == spec.fold
     if spec.kind == "holdout":
         if len(task_networks) != len(sizes):
             raise SplitError("holdout split needs the networks of every task (the dataset has no network_info?)")

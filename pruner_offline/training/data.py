@@ -114,24 +114,21 @@ def _first_batches(buffers: list[list[np.ndarray]], n: int) -> list[list[np.ndar
 
 class StoreDataModule(L.LightningDataModule):
     """``with_steps``: read the TLP step vectors (only the TLP model uses them; the CLI links it to
-    ``--model.model``). ``in_memory``: load the whole store instead of reading it per batch."""
+    ``--model.model``). ``in_memory``: load the whole store instead of reading it per batch.
+    ``val_by_task``: the validation records (``val_fraction``) are whole training tasks, not a
+    sample of every task's records, so that early stopping and checkpoint choice reward ranking
+    workloads the model has not seen; with fewer than 3 training tasks it falls back to records."""
 
     def __init__(self, store: str = "", split: str = "within_task", batch_size: int = 512,
                  val_fraction: float = 0.1, seed: int = 0, num_workers: int = 0,
                  feature_schema: Optional[str] = None, with_steps: bool = False, in_memory: bool = False,
-                 chunk_rows: int = 4096, buffer_chunks: int = 4):
+                 chunk_rows: int = 4096, buffer_chunks: int = 4, val_by_task: bool = False):
         super().__init__()
-        self.store = store
-        self.split = split
-        self.batch_size = batch_size
-        self.val_fraction = val_fraction
-        self.seed = seed
-        self.num_workers = num_workers
-        self.feature_schema = feature_schema
-        self.with_steps = with_steps
-        self.in_memory = in_memory
-        self.chunk_rows = chunk_rows
-        self.buffer_chunks = buffer_chunks
+        self.store, self.split, self.seed = store, split, seed
+        self.batch_size, self.num_workers = batch_size, num_workers
+        self.val_fraction, self.val_by_task = val_fraction, val_by_task
+        self.feature_schema, self.with_steps, self.in_memory = feature_schema, with_steps, in_memory
+        self.chunk_rows, self.buffer_chunks = chunk_rows, buffer_chunks
         self.data: Optional[StoreIndex] = None  # a StoreData when in_memory
         self.reader: Optional[RowReader] = None
 
@@ -156,11 +153,8 @@ class StoreDataModule(L.LightningDataModule):
         labelled = np.isfinite(rec["label"])
         self.test_rows = np.flatnonzero(is_test & labelled)
         train = np.flatnonzero(~is_test & labelled)
-        rng = np.random.default_rng(self.seed)
-        perm = rng.permutation(train)
-        n_val = int(round(len(perm) * self.val_fraction)) if len(perm) > 10 else 0
-        self.val_rows = np.sort(perm[:n_val])
-        self.train_rows = np.sort(perm[n_val:])
+        is_val = self._validation(train, task[train])
+        self.val_rows, self.train_rows = train[is_val], train[~is_val]
         if not len(self.test_rows) or (not len(self.train_rows) and stage not in ("test", "predict")):
             # scoring only needs test records: the model brings its own scales
             what = "test" if not len(self.test_rows) else "training"
@@ -173,6 +167,18 @@ class StoreDataModule(L.LightningDataModule):
                  else map(self.reader.read, chunks_of(self.train_rows, self.chunk_rows)))
         self.scales: Scales = fit_scales_streaming(
             (p.statements, p.symbols, p.dataflow, p.steps, p.records["draft_score"]) for p in parts)
+
+    def _validation(self, train: np.ndarray, task: np.ndarray) -> np.ndarray:
+        """Which of the training records ``train`` (of tasks ``task``) validate instead."""
+        rng = np.random.default_rng(self.seed)
+        tasks = np.unique(task)
+        if self.val_by_task and len(tasks) >= 3:
+            n_val = min(max(1, int(round(len(tasks) * self.val_fraction))), len(tasks) - 1)
+            return np.isin(task, rng.permutation(tasks)[:n_val])
+        n_val = int(round(len(train) * self.val_fraction)) if len(train) > 10 else 0
+        out = np.zeros(len(train), dtype=bool)
+        out[rng.permutation(len(train))[:n_val]] = True
+        return out
 
     def network_weights(self) -> dict[str, dict[int, float]]:
         """network -> {task id: weight}, for TenSet's top-k score."""

@@ -22,18 +22,22 @@ class TrainingDiverged(BadInput):
 
 
 class CostModelModule(L.LightningModule):
-    """``model``: pacm | mlp | draft | tlp. Hyper-parameters are plain values so that the
-    checkpoint loads with ``torch.load(weights_only=True)``."""
+    """``model``: pacm | mlp | draft | tlp; ``loss``: a name in ``models.losses.LOSSES``;
+    ``draft_prior``: PaCM and the draft model add the analytic draft score to their output (see
+    ``models.pacm``). Hyper-parameters
+    are plain values so that the checkpoint loads with ``torch.load(weights_only=True)``."""
 
     def __init__(self, model: str = "pacm", loss: str = "lambdarank", lr: float = 7e-4,
                  weight_decay: float = 1e-6, stmt_dim: int = 174, symbol_dim: int = 11, flow_dim: int = 23,
-                 step_dim: int = STEP_DIM, feature_schema: str = ""):
+                 step_dim: int = STEP_DIM, feature_schema: str = "", draft_prior: bool = False):
         super().__init__()
         if loss not in LOSSES:
             raise ValueError(f"unknown loss {loss!r}; choose from {', '.join(LOSSES)}")
+        # the recipe sets it for every model; a model file says what its model really reads
+        draft_prior = draft_prior and model in ("pacm", "draft")
         self.save_hyperparameters()
-        kwargs = {"pacm": {"stmt_dim": stmt_dim, "flow_dim": flow_dim}, "mlp": {"stmt_dim": stmt_dim},
-                  "draft": {"symbol_dim": symbol_dim}, "tlp": {"step_dim": step_dim}}.get(model, {})
+        kwargs = {"pacm": {"stmt_dim": stmt_dim, "flow_dim": flow_dim, "draft_prior": draft_prior}, "mlp": {"stmt_dim": stmt_dim},
+                  "draft": {"symbol_dim": symbol_dim, "draft_prior": draft_prior}, "tlp": {"step_dim": step_dim}}.get(model, {})
         self.net = build_model(model, **kwargs)
         self.loss_fn = LOSSES[loss]
         for name, dim in (("statements", stmt_dim), ("symbols", symbol_dim), ("dataflow", flow_dim),
@@ -66,7 +70,7 @@ class CostModelModule(L.LightningModule):
             self.set_scales(dm.scales)
 
     def training_step(self, b: Batch, batch_idx: int) -> torch.Tensor:
-        loss = self.loss_fn(self(b), b.y)
+        loss = self.loss_fn(self(b), b.y, b.task)
         if not torch.isfinite(loss):
             raise TrainingDiverged(
                 f"training diverged: the {self.hparams.model} loss is {loss.item()} at epoch {self.current_epoch}, "
@@ -76,7 +80,7 @@ class CostModelModule(L.LightningModule):
 
     def validation_step(self, b: Batch, batch_idx: int) -> None:
         pred = self(b)
-        self.log("val_loss", self.loss_fn(pred, b.y), batch_size=b.size, sync_dist=True)
+        self.log("val_loss", self.loss_fn(pred, b.y, b.task), batch_size=b.size, sync_dist=True)
         self._val.append((pred.detach().cpu().numpy(), b.y.cpu().numpy(), b.task.cpu().numpy()))
 
     def on_validation_epoch_end(self) -> None:

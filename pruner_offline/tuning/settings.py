@@ -30,7 +30,8 @@ class TuneSettings:
         "help": "pruner: PaCM model file, the verifier (without it, the draft order alone); "
                 "mlp, gbdt: a model file of that kind, which scores every candidate (required)"})
     draft: Optional[str] = field(default=None, metadata={
-        "help": "pruner: learned draft model file (default: the analytic draft score)"})
+        "help": "pruner: learned draft model file (default: the analytic draft score; on CPUs keep it: a learned "
+                "CPU draft model has not ranked unseen networks measurably better, see the README)"})
     verify_fraction: float = field(default=0.2, metadata={"help": "pruner: share of candidates PaCM re-ranks",
                                                           "above": 0.0, "max": 1.0})
     online_epochs: int = field(default=0, metadata={

@@ -1,0 +1,208 @@
+"""Ranking programs of workloads and networks no training record came from: PaCM against the
+TenSet-MLP, the learned draft model, the analytic draft score and a random order.
+
+    python bench/generalize.py [--seeds 3] [--folds 4] [--variants recipe ...] [--datasets h200 cpu]
+
+- h200: ../shared/h200-ms (16 workloads, H200 constants) in leave-workloads-out folds
+  (split ``fold:I/K:SEED``: the seed also reshuffles which workloads share a fold, so seeds x folds
+  test on seeds x K different workload sets); every labelled record of the unseen workloads scored.
+- cpu: tenset-mini llvm, split ``holdout:NET`` for each of its networks (all tasks of NET unseen).
+
+Models train through ``pretrain`` (the LightningCLI recipe in training/), once per split x seed.
+A variant is a recipe overlay (``VARIANTS``, dotted LightningCLI keys) over the default recipe:
+``recipe`` is the recipe as shipped. Results are kept in OUT/results.jsonl keyed by dataset, model,
+a digest of the merged training configuration, split and seed, so a second run only trains what is
+new, and a variant the shipped recipe has become is not trained again (``--fresh`` retrains all;
+the key does not see code changes). Prints peak@1 / peak@5, mean ± std over folds x seeds, and each
+model's paired peak@1 lead over each TenSet-MLP row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import time
+from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import yaml  # noqa: E402
+
+from pruner_offline.build_store import FeaturizeSettings, cached_store  # noqa: E402
+from pruner_offline.store.reader import FeatureStore  # noqa: E402
+from pruner_offline.training.evaluate import evaluate_predictions, split_data  # noqa: E402
+from pruner_offline.training.run import pretrain, recipe_configs  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+
+# The recipe candidates measured (docs/models-and-training.md §6 says which one ships and why).
+# "prev" is the recipe before issue 10: one LambdaRank list per batch, validation a sample of the
+# training tasks' records, PaCM without the draft prior; "task_prior" spells out the shipped one.
+VARIANTS: dict[str, dict[str, object]] = {
+    "recipe": {},
+    "prev": {"model.loss": "lambdarank", "data.val_by_task": False, "model.draft_prior": False},
+    "task_loss": {"model.loss": "lambdarank_task", "data.val_by_task": False, "model.draft_prior": False},
+    "task_val": {"model.loss": "lambdarank_task", "data.val_by_task": True, "model.draft_prior": False},
+    "recipe_taskval": {"model.loss": "lambdarank_task", "data.val_by_task": True, "model.draft_prior": True},
+    "task_prior": {"model.loss": "lambdarank_task", "data.val_by_task": False, "model.draft_prior": True},
+    "list_prior": {"model.loss": "lambdarank", "data.val_by_task": False, "model.draft_prior": True},
+    "prior_wd4": {"model.loss": "lambdarank_task", "data.val_by_task": False, "model.draft_prior": True,
+                  "model.weight_decay": 1e-4},
+    "prior_wd3": {"model.loss": "lambdarank_task", "data.val_by_task": False, "model.draft_prior": True,
+                  "model.weight_decay": 1e-3},
+    "pair_task": {"model.loss": "pairwise_task", "data.val_by_task": False, "model.draft_prior": False},
+    "pair_prior": {"model.loss": "pairwise_task", "data.val_by_task": False, "model.draft_prior": True},
+}
+
+
+NAMES = {"pacm": "PaCM", "mlp": "TenSet-MLP", "draft": "learned draft"}
+
+
+def overlay(values: dict[str, object]) -> dict:
+    out: dict = {}
+    for key, value in values.items():
+        node = out
+        *parents, leaf = key.split(".")
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = value
+    return out
+
+
+def merged(base: dict, extra: dict) -> dict:
+    out = dict(base)
+    for k, v in extra.items():
+        out[k] = merged(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def overlay_file(model: str, name: str, out: Path) -> tuple[list[Path], str]:
+    """(extra config files, a digest of the training configuration they make) for ``model`` trained
+    with variant ``name``: the digest is of the recipe files merged with the overlay, so a variant
+    that the shipped recipe has become is recognised as already measured."""
+    values = VARIANTS[name]
+    config: dict = {}
+    for path in recipe_configs(model):
+        config = merged(config, yaml.safe_load(path.read_text()))
+    digest = hashlib.sha256(json.dumps(merged(config, overlay(values)), sort_keys=True).encode()).hexdigest()[:10]
+    if not values:
+        return [], digest
+    path = out / "overlays" / f"{name}-{digest}.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(overlay(values)))  # JSON is YAML
+    return [path], digest
+
+
+def splits(dataset: str, store: Path, folds: int, seeds: int) -> list[tuple[str, int]]:
+    if dataset == "h200":
+        return [(f"fold:{i}/{folds}:{s}", s) for s in range(seeds) for i in range(folds)]
+    nets = sorted(set().union(*(set(n) for n in FeatureStore(store).index().task_networks)))
+    return [(f"holdout:{net}", s) for s in range(seeds) for net in nets]
+
+
+class Results:
+    def __init__(self, path: Path, fresh: bool):
+        self.path = path
+        self.rows: dict[str, dict] = {}
+        if path.is_file() and not fresh:
+            for line in path.read_text().splitlines():
+                row = json.loads(line)
+                self.rows[row["key"]] = row
+
+    def get(self, key: str):
+        return self.rows.get(key)
+
+    def add(self, key: str, metrics: dict) -> dict:
+        row = {"key": key, **metrics}
+        self.rows[key] = row
+        with self.path.open("a") as f:
+            f.write(json.dumps(row) + "\n")
+        return row
+
+
+def untrained_scores(store: Path, split: str, seed: int) -> dict[str, dict]:
+    """The analytic draft score and a random order (mean of 20) on the test records of ``split``."""
+    dm = split_data(store, split, seed)
+    rows = dm.test_rows
+    draft = evaluate_predictions(dm.data.records["draft_score"][rows].astype(np.float64), dm, rows).metrics
+    rng = np.random.default_rng(seed)
+    orders = [evaluate_predictions(rng.random(len(rows)), dm, rows).metrics for _ in range(20)]
+    return {"analytic draft": draft, "random": {k: float(np.mean([o[k] for o in orders])) for k in orders[0]}}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--h200", type=Path, default=REPO.parent / "shared" / "h200-ms")
+    ap.add_argument("--cpu", type=Path, default=REPO.parent / "shared" / "tenset-mini")
+    ap.add_argument("--datasets", nargs="+", default=["h200", "cpu"], choices=["h200", "cpu"])
+    ap.add_argument("--out", type=Path, default=REPO / "runs" / "bench_generalize")
+    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--folds", type=int, default=4)
+    ap.add_argument("--variants", nargs="+", default=["recipe"], choices=list(VARIANTS),
+                    help="PaCM recipes to measure (the baselines train with the recipe as shipped)")
+    ap.add_argument("--baselines", nargs="*", default=["mlp", "draft"], choices=["mlp", "draft"])
+    ap.add_argument("--baseline-variants", nargs="+", default=["recipe"], choices=list(VARIANTS),
+                    help="recipes the baselines train with")
+    ap.add_argument("--max-epochs", type=int, default=None)
+    ap.add_argument("--fresh", action="store_true", help="retrain everything instead of reusing OUT/results.jsonl")
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    args.out.mkdir(parents=True, exist_ok=True)
+    results = Results(args.out / "results.jsonl", args.fresh)
+    start = time.perf_counter()
+    table: dict[str, dict[str, list[dict]]] = {}
+    for dataset in args.datasets:
+        settings = FeaturizeSettings(str(args.h200), gpu="h200") if dataset == "h200" else FeaturizeSettings(str(args.cpu))
+        store, _ = cached_store(settings, REPO / "runs" / "features", jobs=2)
+        schema = str(FeatureStore(store).meta.get("feature_schema", ""))
+        runs = [("pacm", v) for v in args.variants] + [(b, v) for b in args.baselines for v in args.baseline_variants]
+        scores = table.setdefault(dataset, {})
+        for split, seed in splits(dataset, store, args.folds, args.seeds):
+            for name, metrics in untrained_scores(store, split, seed).items():
+                scores.setdefault(name, []).append(metrics)
+            for model, variant in runs:
+                configs, digest = overlay_file(model, variant, args.out)
+                key = f"{dataset}|{model}|{digest}|{split}|{seed}|{args.max_epochs}"
+                row = results.get(key)
+                if row is None:
+                    run_dir = args.out / dataset / f"{model}-{digest}" / f"{split.replace(':', '_').replace('/', '-')}-{seed}"
+                    r = pretrain(store, model, split, run_dir, max_epochs=args.max_epochs, seed=seed,
+                                 extra_configs=configs, progress=False, feature_schema=schema)
+                    row = results.add(key, {**r.evaluation.metrics, "epochs": r.epochs})
+                    print(f"[{time.perf_counter() - start:.0f} s] {dataset} {model} {variant} {split} seed {seed}: "
+                          f"peak@1 {row['peak@1']:.3f} peak@5 {row['peak@5']:.3f} ({row['epochs']} epochs)", flush=True)
+                label = f"{NAMES[model]} [{variant}]"
+                scores.setdefault(label, []).append(row)
+    report(table)
+    (args.out / "summary.json").write_text(json.dumps(
+        {d: {m: {k: [r[k] for r in rows] for k in ("peak@1", "peak@5")} for m, rows in t.items()}
+         for d, t in table.items()}))
+    print(f"total {time.perf_counter() - start:.0f} s")
+
+
+def report(table: dict[str, dict[str, list[dict]]]) -> None:
+    """Per dataset, each model's mean ± std, and its mean peak@1 lead over each TenSet-MLP row (the
+    same splits and seeds, paired)."""
+    for dataset, scores in table.items():
+        n = len(next(iter(scores.values())))
+        what = "unseen H200 workloads (leave-workloads-out folds)" if dataset == "h200" else \
+            "unseen CPU networks (holdout:NET, tenset-mini llvm)"
+        mlps = {name: np.array([r["peak@1"] for r in rows]) for name, rows in scores.items()
+                if name.startswith(NAMES["mlp"])}
+        print(f"\n{what}: mean ± std over {n} runs (splits x seeds)")
+        print(f"{'model':<28} {'peak@1':>14} {'peak@5':>14} {'pairwise':>9}"
+              + "".join(f" {'vs ' + m.split()[-1] + ' MLP':>14}" for m in mlps))
+        for name, rows in scores.items():
+            p1, p5 = (np.array([r[k] for r in rows]) for k in ("peak@1", "peak@5"))
+            pw = np.mean([r["pairwise_acc"] for r in rows])
+            leads = "".join(f" {np.mean(p1 - m):>+14.3f}" if len(m) == len(p1) and name != mname else f" {'':>14}"
+                            for mname, m in mlps.items())
+            print(f"{name:<28} {p1.mean():>7.3f}±{p1.std():<6.3f} {p5.mean():>7.3f}±{p5.std():<6.3f} {pw:>9.3f}{leads}")
+
+
+if __name__ == "__main__":
+    main()
