@@ -360,9 +360,16 @@ def cmd_tune(args: argparse.Namespace) -> int:
     from .tuning.workloads import load_module, named_workload
 
     try:
-        mod = named_workload(args.workload) if args.workload else load_module(args.module)
         settings = settings_from(TuneSettings, args, measure=MeasureSettings(build_workers=args.num_cores))
-        report = tune(mod, args.workload or str(args.module), args.work_dir, settings)
+        if args.network or args.exported_program:
+            from .tuning.network_run import tune_network
+            from .tuning.networks import load_exported_program, named_network
+
+            program = named_network(args.network) if args.network else load_exported_program(args.exported_program)
+            report = tune_network(program, args.network or str(args.exported_program), args.work_dir, settings)[0]
+        else:
+            mod = named_workload(args.workload) if args.workload else load_module(args.module)
+            report = tune(mod, args.workload or str(args.module), args.work_dir, settings)
     except (KeyError, ValueError, OSError, RuntimeError) as exc:
         print(f"pruner-train tune: {exc}", file=sys.stderr)
         return 2
@@ -480,12 +487,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_adapt)
 
-    p = sub.add_parser("tune", help="tune one workload with MetaSchedule and a cost model (ours: draft-then-verify); "
-                       "writes the database to --work-dir and, last, one JSON line")
+    p = sub.add_parser("tune", help="tune one workload, or a whole network, with MetaSchedule and a cost model (ours: "
+                       "draft-then-verify); writes the database to --work-dir and, last, one JSON line")
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--workload", help="a built-in workload: matmul, conv2d, conv2d-nhwc, dense, batch-matmul, "
                       "matmul-small")
     what.add_argument("--module", type=Path, help="a TIR module: TVMScript, or TVM's JSON (.json)")
+    what.add_argument("--network", help="a built-in network, every kernel of it tuned: mlp, resnet18, bert-layer")
+    what.add_argument("--exported-program", type=Path, help="a whole network saved with torch.export.save (.pt2), "
+                      "every kernel of it tuned")
     add_options(p, TuneSettings, skip={"measure"})
     p.add_argument("--work-dir", type=Path, required=True)
     p.set_defaults(func=cmd_tune)

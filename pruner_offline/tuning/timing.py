@@ -8,6 +8,7 @@ import numpy as np
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.cost_model import CostModel, PyCostModel
 from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
+from tvm.s_tir.meta_schedule.runner import RunnerResult
 
 
 @derived_object
@@ -38,6 +39,13 @@ class TimedCostModel(PyCostModel):
         self.update_s += time.perf_counter() - start
 
 
+def measured_seconds(result: RunnerResult) -> float:
+    """A candidate's latency, the mean of its runs; infinite when it failed to build or run."""
+    if result.error_msg is None and result.run_secs:
+        return float(np.mean([float(s) for s in result.run_secs]))
+    return float("inf")
+
+
 @derived_object
 class LatencyCurve(PyMeasureCallback):
     """Best latency so far and wall time after every measured batch."""
@@ -50,10 +58,21 @@ class LatencyCurve(PyMeasureCallback):
         self.trials: list[int] = []
 
     def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results) -> None:
-        best = self.best_s[-1] if self.best_s else float("inf")
-        for result in runner_results:
-            if result.error_msg is None and result.run_secs:
-                best = min(best, float(np.mean([float(s) for s in result.run_secs])))
+        best = min([self.best_s[-1] if self.best_s else float("inf")] + [measured_seconds(r) for r in runner_results])
         self.best_s.append(best)
         self.elapsed_s.append(time.perf_counter() - self.start)
         self.trials.append((self.trials[-1] if self.trials else 0) + len(runner_results))
+
+
+@derived_object
+class TaskBests(PyMeasureCallback):
+    """Trials measured and best latency so far of every task of a multi-task run, by task id."""
+
+    def __init__(self, n_tasks: int):
+        super().__init__()
+        self.trials = [0] * n_tasks
+        self.best_s = [float("inf")] * n_tasks
+
+    def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results) -> None:
+        self.trials[task_id] += len(runner_results)
+        self.best_s[task_id] = min([self.best_s[task_id]] + [measured_seconds(r) for r in runner_results])
