@@ -196,8 +196,8 @@ def main() -> None:
         for line in log.read_text().splitlines():
             r = json.loads(line)
             done[(r["workload"], r["seed"], r["model"])] = r
-    for wl in args.workloads:
-        for seed in args.seeds:
+    for seed in args.seeds:  # seed-major: an interrupted benchmark still covers every workload
+        for wl in args.workloads:
             for model in args.models:
                 if (wl, seed, model) not in done:
                     r = run_one(wl, model, seed, args, checkpoint)

@@ -484,8 +484,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("tune", help="tune one workload with MetaSchedule and a cost model (ours: draft-then-verify); "
                        "writes the database to --work-dir and, last, one JSON line")
     what = p.add_mutually_exclusive_group(required=True)
-    what.add_argument("--workload", help="a built-in workload: matmul, conv2d, conv2d-nhwc, dense, batch-matmul, "
-                      "matmul-small")
+    what.add_argument("--workload", help="a built-in workload: matmul, conv2d, conv2d-nhwc, depthwise, dense, "
+                      "batch-matmul, matmul-small (or one of tuning.workloads.OTHER_SHAPES)")
     what.add_argument("--module", type=Path, help="a TIR module: TVMScript, or TVM's JSON (.json)")
     add_options(p, TuneSettings, skip={"measure"})
     p.add_argument("--work-dir", type=Path, required=True)

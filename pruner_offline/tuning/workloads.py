@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 from typing import Callable
 
@@ -89,12 +90,12 @@ WORKLOADS: dict[str, Callable[[], tirx.PrimFunc]] = {
 # The same operators at other shapes (other layers of the same networks): tuning runs of these make
 # a pretraining set that shares no workload with WORKLOADS (bench/tune.py's "past runs").
 OTHER_SHAPES: dict[str, Callable[[], tirx.PrimFunc]] = {
-    "matmul-256x1024x256": lambda: _matmul(256, 1024, 256),
-    "conv2d-28x128-s1": lambda: _conv2d("NCHW", 1, 128, 28, 128, 3, 1, 1),
-    "conv2d-nhwc-14x256-s2": lambda: _conv2d("NHWC", 1, 256, 28, 256, 3, 2, 1),
-    "depthwise-28x192-s2": lambda: _conv2d("NHWC", 1, 192, 56, 192, 3, 2, 1, depthwise=True),
-    "dense-128x768x3072": lambda: _matmul(128, 768, 3072, transpose_b=True),
-    "batch-matmul-12x128x64x128": lambda: _batch_matmul(12, 128, 64, 128),
+    "matmul-256x1024x256": partial(_matmul, 256, 1024, 256),
+    "conv2d-28x128-s1": partial(_conv2d, "NCHW", 1, 128, 28, 128, 3, 1, 1),
+    "conv2d-nhwc-14x256-s2": partial(_conv2d, "NHWC", 1, 256, 28, 256, 3, 2, 1),
+    "depthwise-28x192-s2": partial(_conv2d, "NHWC", 1, 192, 56, 192, 3, 2, 1, depthwise=True),
+    "dense-128x768x3072": partial(_matmul, 128, 768, 3072, transpose_b=True),
+    "batch-matmul-12x128x64x128": partial(_batch_matmul, 12, 128, 64, 128),
 }
 
 
@@ -102,7 +103,7 @@ def named_workload(name: str) -> tvm.IRModule:
     try:
         func = (WORKLOADS | OTHER_SHAPES)[name]()
     except KeyError:
-        raise KeyError(f"unknown workload {name!r}; built in: {', '.join(WORKLOADS)}") from None
+        raise KeyError(f"unknown workload {name!r}; built in: {', '.join(WORKLOADS | OTHER_SHAPES)}") from None
     return tvm.IRModule({"main": func.with_attr("global_symbol", "main")})
 
 
