@@ -34,7 +34,7 @@ MODELS = ("xgb", "pruner", "pruner-online", "random")
 
 
 def seconds_to_reach(curve: dict, latency: float) -> float:
-    for best, t in zip(curve["best"], curve["t"]):
+    for best, t in zip(curve["best"], curve["t"]):  # best is Infinity until a candidate ran
         if best <= latency:
             return t
     return math.inf
@@ -138,8 +138,8 @@ def tables(runs: list[dict], models: list[str], budgets: list[int]) -> str:
     for m in others:
         ratios = []
         for w, s in pairs:
-            if (w, s, m) in by:
-                x = by[(w, s, "xgb")]
+            x = by.get((w, s, "xgb"))
+            if (w, s, m) in by and x and x["final_s"] is not None:
                 ratios.append(seconds_to_reach(x, x["final_s"]) / seconds_to_reach(by[(w, s, m)], x["final_s"]))
         reached = [r for r in ratios if r > 0]
         lines.append(f"{m:<15}{geomean(reached):>10.3f}{f'{len(reached)}/{len(ratios)}':>10}")
@@ -180,6 +180,8 @@ def main() -> None:
     ap.add_argument("--checkpoint", type=Path, help="PaCM model file (default: pretrained on --past)")
     ap.add_argument("--cpu", default="epyc-2vcpu", help="device constants of the draft score when pretraining")
     ap.add_argument("--out", type=Path, default=REPO / "runs" / "bench-tune")
+    ap.add_argument("--report-only", action="store_true", help="print the tables of the runs in OUT/runs.jsonl; "
+                    "run nothing (several processes' logs, concatenated, make one report)")
     args = ap.parse_args()
     budgets = sorted(b for b in args.budgets if b <= args.trials) or [args.trials]
 
@@ -199,7 +201,7 @@ def main() -> None:
     for seed in args.seeds:  # seed-major: an interrupted benchmark still covers every workload
         for wl in args.workloads:
             for model in args.models:
-                if (wl, seed, model) not in done:
+                if (wl, seed, model) not in done and not args.report_only:
                     r = run_one(wl, model, seed, args, checkpoint)
                     done[(wl, seed, model)] = r
                     with open(log, "a") as f:

@@ -152,6 +152,7 @@ def test_a_tvm_user_tunes_with_our_cost_model_through_tune_tir(tmp_path):
     MetaSchedule's own tune_tir, which scores its candidates with it and measures the best."""
     from tvm.s_tir import meta_schedule as ms
 
+    from pruner_offline.targets import tuning_target
     from pruner_offline.tuning.build import make_builder, make_runner
     from pruner_offline.tuning.cost_model import PrunerCostModel
     from pruner_offline.tuning.settings import MeasureSettings
@@ -159,7 +160,7 @@ def test_a_tvm_user_tunes_with_our_cost_model_through_tune_tir(tmp_path):
 
     model = PrunerCostModel.from_checkpoint(CHECKPOINTS / "pacm.pt", target_kind="llvm")
     measure = MeasureSettings()
-    database = ms.tune_tir(named_workload("matmul-small"), "llvm -num-cores 2", str(tmp_path), max_trials_global=4,
+    database = ms.tune_tir(named_workload("matmul-small"), tuning_target("llvm", 2), str(tmp_path), max_trials_global=4,
                            num_trials_per_iter=4, cost_model=model, builder=make_builder(measure),
                            runner=make_runner(measure), strategy=ms.search_strategy.EvolutionarySearch(
                                population_size=32), seed=0)
