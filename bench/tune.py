@@ -1,12 +1,24 @@
-"""Benchmark: search time of MetaSchedule with its default XGB cost model vs ours (draft-then-verify
-from a checkpoint), same trial budget, several seeds, a few workloads, on this CPU.
+"""Benchmark: trial efficiency and search time of MetaSchedule with our cost model against its
+default XGB model and a random order, on this CPU, with a checkpoint pretrained on CPU tuning runs.
 
-Per workload: the speedup in search time to reach the baseline's final latency (baseline seconds to
-its own final best / our seconds to reach that latency; geometric mean over the seeds where we got
-there), both final latencies (median over seeds) and each model's share of search time spent in the
-cost model. Runs alternate between the two models so that load on a shared machine hits both.
+The user's path: past tuning runs (MetaSchedule work directories) of other workloads ->
+``pruner-train pretrain --data DIR_OF_RUNS`` -> ``tune --checkpoint``. Here the past runs are XGB
+tuning runs of the same operators at other shapes (workloads.OTHER_SHAPES; made with --make-past,
+kept in --past), and the benchmark refuses a past run that shares a workload with the benchmark.
 
-    python bench/tune.py --checkpoint checkpoints/pacm.pt --draft checkpoints/draft.pt
+Per workload x seed x model one tuning run of --trials; at each budget in --budgets the best latency
+found within that many trials is read off the run's curve. Printed:
+- per budget, the geometric mean over workloads and seeds of XGB's best latency / the model's
+  (> 1: the model found faster programs in as many trials);
+- time to XGB's final latency: XGB's search seconds to its own final best / the model's seconds to
+  reach that latency (geometric mean over the runs that reached it, and how many did);
+- seconds inside the cost model (predict + update), ours / XGB's, from the same runs.
+Runs of one workload and seed follow each other, so load on a shared machine hits every model.
+
+Note: MetaSchedule's XGBModel predicts uniform random scores until it holds 100 measured samples
+(num_warmup_samples), so up to ~100 trials `xgb` searches like `random` and costs only its updates.
+
+    python bench/tune.py --make-past --seeds 0 1 2 --trials 64
 """
 
 from __future__ import annotations
@@ -15,92 +27,193 @@ import argparse
 import json
 import math
 import statistics
-import tempfile
 from pathlib import Path
 
-from pruner_offline.tuning.run import TuneReport, TuneSettings, tune
-from pruner_offline.tuning.workloads import WORKLOADS, named_workload
-
 REPO = Path(__file__).resolve().parents[1]
+MODELS = ("xgb", "pruner", "pruner-online", "random")
 
 
-def seconds_to_reach(r: TuneReport, latency: float) -> float:
-    for best, t in zip(r.best_latency_per_batch, r.batch_end_seconds):
+def seconds_to_reach(curve: dict, latency: float) -> float:
+    for best, t in zip(curve["best"], curve["t"]):  # best is Infinity until a candidate ran
         if best <= latency:
             return t
     return math.inf
 
 
-def summarize(workload: str, base: list[TuneReport], ours: list[TuneReport]) -> dict:
-    ratios = []
-    for b, o in zip(base, ours):
-        target = b.best_latency_s
-        ratios.append(seconds_to_reach(b, target) / seconds_to_reach(o, target))
-    reached = [x for x in ratios if x > 0]
-    share = lambda rs: sum(r.cost_model_seconds for r in rs) / sum(r.search_seconds for r in rs)
-    return {
-        "workload": workload,
-        "speedup": math.exp(statistics.mean(math.log(x) for x in reached)) if reached else 0.0,
-        "reached": f"{len(reached)}/{len(ratios)}",
-        "xgb_final_ms": 1e3 * statistics.median(r.best_latency_s for r in base),
-        "ours_final_ms": 1e3 * statistics.median(r.best_latency_s for r in ours),
-        "xgb_cm_share": share(base), "ours_cm_share": share(ours),
-        "xgb_search_s": statistics.mean(r.search_seconds for r in base),
-        "ours_search_s": statistics.mean(r.search_seconds for r in ours),
-    }
+def best_within(curve: dict, trials: int) -> float:
+    best = math.inf
+    for b, n in zip(curve["best"], curve["trials"]):
+        if n > trials:
+            break
+        best = b
+    return best
 
 
-def table(rows: list[dict]) -> str:
-    head = (f"{'workload':<14}{'speedup':>9}{'reached':>9}{'xgb ms':>10}{'ours ms':>10}"
-            f"{'xgb cm%':>9}{'ours cm%':>10}{'xgb s':>8}{'ours s':>8}")
-    lines = [head]
-    for r in rows:
-        speedup = f"{r['speedup']:>8.2f}x" if r["speedup"] else f"{'never':>9}"
-        lines.append(f"{r['workload']:<14}{speedup}{r['reached']:>9}{r['xgb_final_ms']:>10.4f}"
-                     f"{r['ours_final_ms']:>10.4f}{100 * r['xgb_cm_share']:>8.1f}%{100 * r['ours_cm_share']:>9.1f}%"
-                     f"{r['xgb_search_s']:>8.1f}{r['ours_search_s']:>8.1f}")
+def geomean(xs: list[float]) -> float:
+    xs = [x for x in xs if 0 < x < math.inf]
+    return math.exp(statistics.mean(math.log(x) for x in xs)) if xs else float("nan")
+
+
+def make_past(past: Path, trials: int, population: int) -> None:
+    """XGB tuning runs of the other shapes: what a user's earlier work directories hold."""
+    from pruner_offline.tuning.run import TuneSettings, tune
+    from pruner_offline.tuning.workloads import OTHER_SHAPES, named_workload
+
+    for name in OTHER_SHAPES:
+        if (past / name / "database_tuning_record.json").is_file():
+            continue
+        r = tune(named_workload(name), name, past / name,
+                 TuneSettings(cost_model="xgb", trials=trials, seed=0, population_size=population))
+        print(json.dumps({"past_run": name, "best_s": r.best_latency_s, "search_s": r.search_seconds}), flush=True)
+
+
+def check_disjoint(past: Path, workloads: list[str]) -> int:
+    """The number of workloads in the past runs; refuses one that the benchmark tunes."""
+    from tvm.s_tir import meta_schedule as ms
+
+    from pruner_offline.sources.metaschedule_runs import MetaScheduleRunsSource
+    from pruner_offline.tuning.workloads import named_workload
+
+    source = MetaScheduleRunsSource(past)
+    seen = {source.programs(u).task_key for u in source.units()}
+    for wl in workloads:
+        if f"ms:{ms.database.Workload(named_workload(wl)).as_json()[0]}" in seen:
+            raise SystemExit(f"{past} holds a tuning run of the benchmark's workload {wl}: not an unseen workload")
+    return len(seen)
+
+
+def pretrain(past: Path, out: Path, cpu: str) -> Path:
+    from pruner_offline.cli import main as cli
+
+    ckpt = out / "pacm.pt"
+    if not ckpt.is_file() and cli(["pretrain", "--data", str(past), "--model", "pacm", "--cpu", cpu, "--out", str(out),
+                                   "--quiet"]):
+        raise SystemExit("pretraining on the past runs failed")
+    return ckpt
+
+
+def run_one(wl: str, model: str, seed: int, args, checkpoint: Path) -> dict:
+    from pruner_offline.tuning.run import TuneSettings, tune
+    from pruner_offline.tuning.workloads import named_workload
+
+    common = dict(trials=args.trials, trials_per_batch=args.trials_per_batch, population_size=args.population,
+                  seed=seed)
+    if model.startswith("pruner"):
+        online = model == "pruner-online"
+        s = TuneSettings(cost_model="pruner", checkpoint=str(checkpoint), verify_max=args.verify_max,
+                         online_epochs=args.online_epochs if online else 0, online_method=args.online_method, **common)
+    else:
+        s = TuneSettings(cost_model=model, **common)
+    r = tune(named_workload(wl), wl, args.out / "runs" / f"{wl}-{model}-{seed}", s)
+    b = r.cost_model_breakdown
+    return {"workload": wl, "model": model, "seed": seed, "final_s": r.best_latency_s,
+            "best": r.best_latency_per_batch, "t": r.batch_end_seconds, "trials": r.trials_per_batch,
+            "search_s": r.search_seconds, "cost_model_s": r.cost_model_seconds,
+            "draft_s": b.get("features_draft_s", 0.0) + b.get("features_key_s", 0.0) + b.get("model_draft_model_s", 0.0),
+            "draft_programs": b.get("features_draft_programs", 0), "scored": b.get("model_candidates", 0),
+            "verify_s": b.get("features_full_s", 0.0) + b.get("model_verify_model_s", 0.0),
+            "verified": b.get("features_full_programs", 0)}
+
+
+def tables(runs: list[dict], models: list[str], budgets: list[int]) -> str:
+    by = {(r["workload"], r["seed"], r["model"]): r for r in runs}
+    pairs = sorted({(r["workload"], r["seed"]) for r in runs})
+    others = [m for m in models if m != "xgb"]
+    lines = ["best latency, XGB / model (geometric mean over workloads x seeds; > 1: model better)",
+             f"{'model':<15}" + "".join(f"{f'{b} trials':>12}" for b in budgets)]
+    for m in others:
+        row = []
+        for b in budgets:
+            row.append(geomean([best_within(by[(w, s, 'xgb')], b) / best_within(by[(w, s, m)], b)
+                                for w, s in pairs if (w, s, m) in by and (w, s, "xgb") in by]))
+        lines.append(f"{m:<15}" + "".join(f"{x:>12.3f}" for x in row))
+    lines += ["", "per workload at the largest budget, XGB / model (geometric mean over seeds)",
+              f"{'workload':<15}" + "".join(f"{m:>15}" for m in others)]
+    for w in sorted({w for w, _ in pairs}):
+        cells = [geomean([best_within(by[(w, s, 'xgb')], budgets[-1]) / best_within(by[(w, s, m)], budgets[-1])
+                          for ww, s in pairs if ww == w and (w, s, m) in by]) for m in others]
+        lines.append(f"{w:<15}" + "".join(f"{x:>15.3f}" for x in cells))
+    lines += ["", "time to XGB's final latency: XGB seconds / model seconds (geometric mean where reached)",
+              f"{'model':<15}{'speedup':>10}{'reached':>10}"]
+    for m in others:
+        ratios = []
+        for w, s in pairs:
+            x = by.get((w, s, "xgb"))
+            if (w, s, m) in by and x and x["final_s"] is not None:
+                ratios.append(seconds_to_reach(x, x["final_s"]) / seconds_to_reach(by[(w, s, m)], x["final_s"]))
+        reached = [r for r in ratios if r > 0]
+        lines.append(f"{m:<15}{geomean(reached):>10.3f}{f'{len(reached)}/{len(ratios)}':>10}")
+    lines += ["", "seconds inside the cost model (sum over runs) and per scored candidate",
+              f"{'model':<15}{'cost s':>10}{'/ xgb':>8}{'search s':>10}{'draft us/new':>14}{'verify us/prog':>16}"
+              f"{'verify/draft':>14}"]
+    xgb_cost = sum(r["cost_model_s"] for r in runs if r["model"] == "xgb")
+    for m in models:
+        rs = [r for r in runs if r["model"] == m]
+        cost = sum(r["cost_model_s"] for r in rs)
+        draft = 1e6 * sum(r["draft_s"] for r in rs) / max(1, sum(r["draft_programs"] for r in rs))
+        verify = 1e6 * sum(r["verify_s"] for r in rs) / max(1, sum(r["verified"] for r in rs))
+        lines.append(f"{m:<15}{cost:>10.2f}{cost / xgb_cost if xgb_cost else float('nan'):>8.2f}"
+                     f"{sum(r['search_s'] for r in rs):>10.1f}{draft:>14.0f}{verify:>16.0f}"
+                     f"{verify / draft if draft else float('nan'):>14.1f}")
     return "\n".join(lines)
 
 
 def main() -> None:
+    from pruner_offline.tuning.workloads import WORKLOADS
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--workloads", nargs="+", default=["matmul", "dense", "batch-matmul"], choices=list(WORKLOADS))
-    ap.add_argument("--checkpoint", default=str(REPO / "checkpoints" / "pacm.pt"))
-    ap.add_argument("--draft", default=None, help="learned draft model (default: the analytic draft score)")
-    ap.add_argument("--trials", type=int, default=40)
-    ap.add_argument("--trials-per-batch", type=int, default=8)
-    ap.add_argument("--population", type=int, default=256, help="evolutionary search population (MetaSchedule: 512)")
-    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
-    ap.add_argument("--verify-fraction", type=float, default=0.2)
-    ap.add_argument("--online-epochs", type=int, default=0)
-    ap.add_argument("--online-method", choices=("retrain", "moa"), default="retrain")
-    ap.add_argument("--work-dir", type=Path, default=None, help="keep the databases here (default: a temp dir)")
+    ap.add_argument("--workloads", nargs="+", choices=list(WORKLOADS),
+                    default=["matmul", "conv2d", "conv2d-nhwc", "depthwise", "dense", "batch-matmul"])
+    ap.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS))
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--trials", type=int, default=64)
+    ap.add_argument("--budgets", type=int, nargs="+", default=[16, 32, 64])
+    ap.add_argument("--trials-per-batch", type=int, default=16)
+    ap.add_argument("--population", type=int, default=128, help="evolutionary search population (MetaSchedule: 512)")
+    ap.add_argument("--verify-max", type=int, default=32)
+    ap.add_argument("--online-epochs", type=int, default=5)
+    ap.add_argument("--online-method", choices=("guarded", "retrain", "moa"), default="guarded")
+    ap.add_argument("--past", type=Path, default=REPO / "runs" / "bench-tune" / "past",
+                    help="directory of past tuning runs to pretrain on")
+    ap.add_argument("--make-past", action="store_true", help="first tune workloads.OTHER_SHAPES with XGB into --past")
+    ap.add_argument("--past-trials", type=int, default=64)
+    ap.add_argument("--checkpoint", type=Path, help="PaCM model file (default: pretrained on --past)")
+    ap.add_argument("--cpu", default="epyc-2vcpu", help="device constants of the draft score when pretraining")
+    ap.add_argument("--out", type=Path, default=REPO / "runs" / "bench-tune")
+    ap.add_argument("--report-only", action="store_true", help="print the tables of the runs in OUT/runs.jsonl; "
+                    "run nothing (several processes' logs, concatenated, make one report)")
     args = ap.parse_args()
-    if not Path(args.checkpoint).is_file():
-        ap.error(f"no checkpoint at {args.checkpoint}: pass --checkpoint (pruner-train pretrain writes one)")
-    root = args.work_dir or Path(tempfile.mkdtemp(prefix="bench-tune-"))
-    rows = []
-    for wl in args.workloads:
-        base, ours = [], []
-        for seed in args.seeds:
-            common = dict(trials=args.trials, trials_per_batch=args.trials_per_batch,
-                          population_size=args.population, seed=seed)
-            for name, out, s in (
-                    ("xgb", base, TuneSettings(cost_model="xgb", **common)),
-                    ("pruner", ours, TuneSettings(cost_model="pruner", checkpoint=args.checkpoint, draft=args.draft,
-                                                  verify_fraction=args.verify_fraction,
-                                                  online_epochs=args.online_epochs,
-                                                  online_method=args.online_method, **common))):
-                r = tune(named_workload(wl), wl, root / f"{wl}-{name}-{seed}", s)
-                print(json.dumps({"workload": wl, "model": name, "seed": seed, "final_s": r.best_latency_s,
-                                  "curve": r.best_latency_per_batch, "t": r.batch_end_seconds,
-                                  "cost_model_s": r.cost_model_seconds}), flush=True)
-                out.append(r)
-        rows.append(summarize(wl, base, ours))
-    print(f"trials {args.trials}, batch {args.trials_per_batch}, population {args.population}, "
-          f"seeds {args.seeds}, checkpoint {args.checkpoint}, draft {args.draft or 'analytic'}")
-    print(table(rows))
-    print(json.dumps(rows))
+    budgets = sorted(b for b in args.budgets if b <= args.trials) or [args.trials]
+
+    import torch
+
+    torch.set_num_threads(1)
+    if args.make_past:
+        make_past(args.past, args.past_trials, args.population)
+    n_past = check_disjoint(args.past, args.workloads)
+    checkpoint = args.checkpoint or pretrain(args.past, args.out / "pretrain", args.cpu)
+    log = args.out / "runs.jsonl"
+    done = {}
+    if log.is_file():  # resume: a run already recorded is not repeated
+        for line in log.read_text().splitlines():
+            r = json.loads(line)
+            done[(r["workload"], r["seed"], r["model"])] = r
+    for seed in args.seeds:  # seed-major: an interrupted benchmark still covers every workload
+        for wl in args.workloads:
+            for model in args.models:
+                if (wl, seed, model) not in done and not args.report_only:
+                    r = run_one(wl, model, seed, args, checkpoint)
+                    done[(wl, seed, model)] = r
+                    with open(log, "a") as f:
+                        f.write(json.dumps(r) + "\n")
+                    print(json.dumps({k: r[k] for k in ("workload", "model", "seed", "final_s", "search_s",
+                                                        "cost_model_s")}), flush=True)
+    runs = [r for r in done.values() if r["workload"] in args.workloads and r["seed"] in args.seeds
+            and r["model"] in args.models]
+    print(f"trials {args.trials} (budgets {budgets}), batch {args.trials_per_batch}, population {args.population}, "
+          f"seeds {args.seeds}, verify_max {args.verify_max}, online {args.online_method} x {args.online_epochs} "
+          f"epochs; checkpoint {checkpoint} pretrained on {n_past} workloads of {args.past}, none benchmarked")
+    print(tables(runs, [m for m in MODELS if m in args.models], budgets))
 
 
 if __name__ == "__main__":

@@ -66,11 +66,20 @@ def _print_database(s) -> None:
 def cmd_info(args: argparse.Namespace) -> int:
     from .sources import open_source
     from .sources.metaschedule import MetaScheduleSource, summarize_database
+    from .sources.metaschedule_runs import MetaScheduleRunsSource
 
     source = open_source(args.dataset)
     if isinstance(source, MetaScheduleSource):
         summary = summarize_database(source.root)
         _print_database(summary)
+    elif isinstance(source, MetaScheduleRunsSource):
+        summaries = [summarize_database(db) for db in source.databases()]
+        for s in summaries:
+            _print_database(s)
+        if args.json:
+            print(dumps({"root": str(source.root), "source": source.kind,
+                         "databases": [s.to_json() for s in summaries]}, sort_keys=True))
+        return 0
     else:
         layout = discover(args.dataset)
         index = load_task_index(layout)
@@ -195,7 +204,8 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
     from .training.compare import train_gbdt
     from .training.run import pretrain
 
-    store = ensure_store(args.data, args.out / "features", args.jobs, args.quiet)
+    store = ensure_store(args.data, args.out / "features", args.jobs, args.quiet,
+                         {kind: {"name": name} for kind, name in (("llvm", args.cpu), ("cuda", args.gpu)) if name})
     schema = _store_schema(store)
     results: dict[str, dict] = {}
     for model in args.model:
@@ -379,8 +389,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
 def _data_args(p: argparse.ArgumentParser, split_help: str) -> None:
     p.add_argument("--data", type=Path, default=default_dataset(),
-                   help="a TenSet dataset or MetaSchedule database directory (featurized on first use, cached by "
-                        "content) or a feature store .h5 (default: the bundled tenset-mini)")
+                   help="a TenSet dataset, a MetaSchedule database directory or a directory of past tuning runs' "
+                        "databases (featurized on first use, cached by content) or a feature store .h5 (default: the "
+                        "bundled tenset-mini)")
     p.add_argument("--split", type=_split, help="within_task[:F] | by_task[:F[:SEED]] | fold:I/K[:SEED] | holdout:all_five | holdout:NET,NET | all; "
                    + split_help)
     p.add_argument("--seed", type=bounded(int, min=0), default=0)
@@ -397,8 +408,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pruner-train", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("info", help="summarize a TenSet dataset or a MetaSchedule database (no TVM needed)")
-    p.add_argument("dataset", type=Path, help="TenSet dataset directory (dataset_gpu/, ...) or MetaSchedule database")
+    p = sub.add_parser("info", help="summarize a TenSet dataset or MetaSchedule databases (no TVM needed)")
+    p.add_argument("dataset", type=Path, help="TenSet dataset directory (dataset_gpu/, ...), a MetaSchedule database "
+                   "or a directory of them")
     p.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     p.add_argument("--quiet", action="store_true", help="no progress")
     p.set_defaults(func=cmd_info)
@@ -426,6 +438,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", nargs="+", default=["pacm", "draft"], choices=MODEL_NAMES)
     p.add_argument("--out", type=Path, default=Path("runs/pretrain"), help="run directory (resumes if present)")
     p.add_argument("--max-epochs", type=bounded(int, min=1), help="override the recipe's 50")
+    p.add_argument("--cpu", help="when --data is a directory: device constants of its CPU programs' draft score "
+                   "(default epyc-7452); tune then uses them")
+    p.add_argument("--gpu", help="the same for GPU programs (default h200)")
     p.add_argument("--accelerator", help="cpu, gpu, auto, ... (Lightning)")
     p.add_argument("--devices", help="e.g. 1, 4, auto (Lightning)")
     p.add_argument("--strategy", help="e.g. ddp (Lightning)")
@@ -490,8 +505,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("tune", help="tune one workload, or a whole network, with MetaSchedule and a cost model (ours: "
                        "draft-then-verify); writes the database to --work-dir and, last, one JSON line")
     what = p.add_mutually_exclusive_group(required=True)
-    what.add_argument("--workload", help="a built-in workload: matmul, conv2d, conv2d-nhwc, dense, batch-matmul, "
-                      "matmul-small")
+    what.add_argument("--workload", help="a built-in workload: matmul, conv2d, conv2d-nhwc, depthwise, dense, "
+                      "batch-matmul, matmul-small (or one of tuning.workloads.OTHER_SHAPES)")
     what.add_argument("--module", type=Path, help="a TIR module: TVMScript, or TVM's JSON (.json)")
     what.add_argument("--network", help="a built-in network, every kernel of it tuned: mlp, resnet18, bert-layer")
     what.add_argument("--exported-program", type=Path, help="a whole network saved with torch.export.save (.pt2), "

@@ -145,3 +145,26 @@ def test_python_api_loads_the_bundled_checkpoints_for_tvm():
     assert model.verifier.hparams.model == "pacm" and model.draft.hparams.model == "draft"
     with pytest.raises(ModelFileError, match="trained on llvm programs, not cuda"):
         PrunerCostModel.from_checkpoint(CHECKPOINTS / "pacm.pt", target_kind="cuda")
+
+
+def test_a_tvm_user_tunes_with_our_cost_model_through_tune_tir(tmp_path):
+    """The README's Python example: our cost model (PaCM verifying the analytic draft score) handed to
+    MetaSchedule's own tune_tir, which scores its candidates with it and measures the best."""
+    from tvm.s_tir import meta_schedule as ms
+
+    from pruner_offline.targets import tuning_target
+    from pruner_offline.tuning.build import make_builder, make_runner
+    from pruner_offline.tuning.cost_model import PrunerCostModel
+    from pruner_offline.tuning.settings import MeasureSettings
+    from pruner_offline.tuning.workloads import named_workload
+
+    model = PrunerCostModel.from_checkpoint(CHECKPOINTS / "pacm.pt", target_kind="llvm")
+    measure = MeasureSettings()
+    database = ms.tune_tir(named_workload("matmul-small"), tuning_target("llvm", 2), str(tmp_path), max_trials_global=4,
+                           num_trials_per_iter=4, cost_model=model, builder=make_builder(measure),
+                           runner=make_runner(measure), strategy=ms.search_strategy.EvolutionarySearch(
+                               population_size=32), seed=0)
+    records = database.get_all_tuning_records()
+    assert len(records) == 4 and all(r.run_secs and float(r.run_secs[0]) > 0 for r in records)
+    assert model.times.predict_calls > 0 and model.times.candidates >= 32
+    assert model.features.times.full_programs > 0  # PaCM verified the draft's best

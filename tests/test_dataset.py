@@ -89,7 +89,7 @@ def test_not_a_dataset_is_a_clear_error(tmp_path, capsys):
     with pytest.raises(DatasetError):
         discover(tmp_path)
     assert main(["info", str(tmp_path)]) == 2
-    assert "neither tenset nor metaschedule data" in capsys.readouterr().err
+    assert "neither tenset nor metaschedule nor metaschedule-runs data" in capsys.readouterr().err
 
 
 def test_labels_follow_tenset():

@@ -3,7 +3,6 @@ real tuning run through the CLI (llvm, 16 trials)."""
 
 import io
 import json
-import logging
 import math
 from contextlib import redirect_stdout
 from pathlib import Path
@@ -11,20 +10,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tvm
-from tvm import s_tir
 from tvm.s_tir import meta_schedule as ms
-from tvm.s_tir.schedule import Trace
 
 from pruner_offline.cli import main
 from pruner_offline.training.export import export_model
 from pruner_offline.training.module import CostModelModule
 from pruner_offline.training.normalize import fit_scales
 from pruner_offline.tuning.candidates import CandidateFeatures
-from pruner_offline.tuning.context import make_context
 from pruner_offline.tuning.cost_model import PrunerCostModel, load_checkpoint
 from pruner_offline.tuning.online import AdaptUpdate
 from pruner_offline.tuning.ranking import draft_then_verify, verify_count
-from pruner_offline.targets import tuning_target
+from pruner_offline.tuning.sampling import sample_candidates
 from pruner_offline.tuning.workloads import load_module, named_workload
 
 REPO = Path(__file__).resolve().parents[1]
@@ -32,17 +28,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def _sample_space() -> tuple[ms.TuneContext, list[ms.MeasureCandidate]]:
     """A small matmul's TuneContext and 40 postprocessed candidates sampled from its design space."""
-    mod = named_workload("matmul-small")
-    context = make_context(mod, tuning_target("llvm", 2), num_threads=1, seed=0, logger=logging.getLogger("test"))
-    spaces = context.generate_design_space()
-    out, seed = [], 0
-    while len(out) < 40:
-        seed += 1
-        sch = s_tir.Schedule(mod, seed=seed)
-        Trace(spaces[seed % len(spaces)].trace.insts, {}).apply_to_schedule(sch, remove_postproc=True)
-        if all(p.apply(sch) for p in context.space_generator.postprocs):
-            out.append(ms.MeasureCandidate(sch, []))
-    return context, out
+    return sample_candidates(named_workload("matmul-small"), 40)
 
 
 @pytest.fixture(scope="module")

@@ -15,8 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import tvm
-import tvm_ffi
 from tvm import tirx
+from tvm_ffi import _ffi_api as _ffi
+from tvm_ffi.structural import WalkOrder, _callback_type_to_type_index
 from tvm.ir.expr import Call, TensorLoad
 from tvm.s_tir import SBlock, SBlockRealize
 
@@ -34,6 +35,25 @@ _FLOAT_OPS = (tirx.Add, tirx.Sub, tirx.Mul, tirx.Div, tirx.Mod, tirx.FloorDiv, t
 _OTHER_FLOAT_OPS = (tirx.Max, tirx.Min)
 _FMA = tvm.ir.Op.get("tirx.fma")
 _IF_THEN_ELSE = tvm.ir.Op.get("prim.if_then_else")  # a guard (padding), not arithmetic
+
+
+
+
+def _type_index(t) -> int:
+    return _callback_type_to_type_index(t, api_name="tir_walk")
+
+
+# tvm_ffi.structural_walk turns its (type, callback) entries into type indices on every call, which
+# was half of the walk's time (~15 walks per program); the indices are fixed, so the walk below
+# calls the same FFI function with entries made once.
+_VAR, _LOAD, _CALL = _type_index(tirx.Var), _type_index(TensorLoad), _type_index(Call)
+_ARITH = [_type_index(t) for t in _FLOAT_OPS]
+_OTHER = [_type_index(t) for t in _OTHER_FLOAT_OPS]
+_POST = int(WalkOrder.POSTORDER)
+
+
+def _structural_walk(root, entries: list[tuple[int, object]]) -> None:
+    _ffi.StructuralWalk(root, entries, [], _POST)
 
 
 @dataclass(frozen=True)
@@ -110,6 +130,7 @@ class _Walker:
         # buffer identity -> statement; insertion order = first non-constant store, as PerStoreFeature
         self.rows: dict[int, Statement] = {}
         self.inits: list[Statement] = []
+        self.buffers: dict[int, tuple[str, str, int, int]] = {}  # identity -> name, scope, bytes, numel
 
     def _loop_keys_of(self, expr) -> frozenset[int]:
         keys: set[int] = set()
@@ -117,7 +138,7 @@ class _Walker:
         def on_var(var):
             keys.update(self.var_loops.get(hash(var), ()))
 
-        tvm_ffi.structural_walk(expr, ((tirx.Var, on_var),))
+        _structural_walk(expr, [(_VAR, on_var)])
         return frozenset(keys)
 
     def visit(self, stmt) -> None:
@@ -186,9 +207,8 @@ class _Walker:
             elif str(call.ty).startswith("float") and not call.op.same_as(_IF_THEN_ELSE):
                 other_float_ops += 1
 
-        tvm_ffi.structural_walk(store.value, (
-            (tirx.Var, on_var), (TensorLoad, on_load), (_FLOAT_OPS, on_arith),
-            (_OTHER_FLOAT_OPS, on_other), (Call, on_call)))
+        _structural_walk(store.value, [(_VAR, on_var), (_LOAD, on_load)] + [(t, on_arith) for t in _ARITH]
+                         + [(t, on_other) for t in _OTHER] + [(_CALL, on_call)])
         write = self._access(store.buffer, self._union_keys(store.indices))
         reads: dict[str, Access] = {}
         for buffer, keys in loads:
@@ -208,10 +228,12 @@ class _Walker:
             keys |= self._loop_keys_of(e)
         return keys
 
-    @staticmethod
-    def _access(buffer, loop_keys: frozenset[int]) -> Access:
-        return Access(buffer.name, buffer.scope(), max(1, tvm.DataType(str(buffer.dtype)).bits // 8),
-                      _numel(buffer), loop_keys)
+    def _access(self, buffer, loop_keys: frozenset[int]) -> Access:
+        key = hash(buffer)
+        if key not in self.buffers:  # buffers recur in a program (read and written, several stores)
+            self.buffers[key] = (buffer.name, buffer.scope(), max(1, tvm.DataType(str(buffer.dtype)).bits // 8),
+                                 _numel(buffer))
+        return Access(*self.buffers[key], loop_keys)
 
 
 def walk(func: tirx.PrimFunc) -> WalkResult:

@@ -9,6 +9,7 @@ package, a ``ProgramSource`` subclass passed to ``register_source``).
 # files that would pass for a bare folder of TenSet record files, so TenSet registers first.
 from . import tenset  # noqa: I001,F401 - importing registers the source
 from . import metaschedule  # noqa: F401
+from . import metaschedule_runs  # noqa: F401 - a folder of databases; a database itself is refused by its detect
 from .base import (LiveProgram, LiveSource, ProgramSource, SourceError, SourceProgram, Unit, UnitPrograms,
                    open_source, register_source, source_kinds)
 

@@ -185,10 +185,11 @@ def open_source(path: Union[str, Path]) -> ProgramSource:
     """The source at ``path``, of the first registered kind that recognises it."""
     p = Path(path)
     if not p.is_dir():
-        raise SourceError(f"{p}: not a directory (a source is a TenSet dataset or a MetaSchedule database directory)")
+        raise SourceError(f"{p}: not a directory (a source is a TenSet dataset, a MetaSchedule database "
+                          "directory or a directory of them)")
     for cls in reversed(_SOURCES):
         if cls.detect(p):
             return cls(p)
     raise SourceError(f"{p}: neither {' nor '.join(source_kinds())} data (a TenSet dataset has network_info/ and "
                       "measure_records/<device>/; a MetaSchedule database has database_workload.json and "
-                      "database_tuning_record.json)")
+                      "database_tuning_record.json; a directory of past tuning runs has such databases below it)")

@@ -78,18 +78,22 @@ def _mean_cost(result: RunnerResult) -> float:
 class PrunerCostModel(PyCostModel):
     """verifier: PaCM (or any CostModelModule over full features), None for draft order alone.
     draft: a learned draft model; None ranks by the analytic draft score.
-    verify_fraction: share of each scored population that the verifier re-ranks.
+    verify_fraction: share of each scored population that the verifier re-ranks; verify_max: at most
+    this many per population (full features cost ~10x the draft inputs: verifying a fifth of every
+    generation's 512 programs cost more than everything else in a tuning run), None for no limit.
     on_update: online training, see OnlineUpdate; None keeps the verifier as loaded."""
 
     def __init__(self, *, target_kind: str, verifier: Optional[CostModelModule] = None,
                  draft: Optional[CostModelModule] = None, device: str | DeviceConstants | None = None,
-                 verify_fraction: float = 0.2, on_update: Optional[OnlineUpdate] = None):
+                 verify_fraction: float = 0.2, verify_max: Optional[int] = None,
+                 on_update: Optional[OnlineUpdate] = None):
         super().__init__()
         if not 0 < verify_fraction <= 1:
             raise ValueError(f"verify_fraction must be in (0, 1], got {verify_fraction}")
         self.verifier = verifier.eval() if verifier is not None else None
         self.draft = draft.eval() if draft is not None else None
         self.verify_fraction = verify_fraction
+        self.verify_max = verify_max
         self.on_update = on_update
         self.device = device_for(target_kind, device)
         self.features = CandidateFeatures(target_kind, self.device)
@@ -99,12 +103,14 @@ class PrunerCostModel(PyCostModel):
     @classmethod
     def from_checkpoint(cls, checkpoint: str | Path | None, draft: str | Path | None = None, *,
                         target_kind: str = "llvm", device: str | DeviceConstants | None = None,
-                        verify_fraction: float = 0.2, on_update: Optional[OnlineUpdate] = None) -> "PrunerCostModel":
+                        verify_fraction: float = 0.2, verify_max: Optional[int] = None,
+                        on_update: Optional[OnlineUpdate] = None) -> "PrunerCostModel":
         """Load model files written by ``pruner-train pretrain``; the draft score uses the device
         constants the models were trained with (``device`` may only confirm them)."""
         models = {str(p): load_model(p, expect_schema=str(FEATURE_SCHEMA_VERSION)) for p in (checkpoint, draft) if p}
         dev = model_device(target_kind, {p: meta for p, (_, meta) in models.items()}, device)
-        return cls(target_kind=target_kind, device=dev, verify_fraction=verify_fraction, on_update=on_update,
+        return cls(target_kind=target_kind, device=dev, verify_fraction=verify_fraction, verify_max=verify_max,
+                   on_update=on_update,
                    verifier=models[str(checkpoint)][0] if checkpoint else None,
                    draft=models[str(draft)][0] if draft else None)
 
@@ -147,7 +153,7 @@ class PrunerCostModel(PyCostModel):
         start = time.perf_counter()
         verify = None if self.verifier is None else (lambda idx: self._verify(candidates, idx))
         with _one_torch_thread():
-            scores = draft_then_verify(self._draft_scores(candidates), self.verify_fraction, verify)
+            scores = draft_then_verify(self._draft_scores(candidates), self.verify_fraction, verify, self.verify_max)
         self.times.predict_s += time.perf_counter() - start
         self.times.predict_calls += 1
         self.times.candidates += len(candidates)
@@ -155,10 +161,11 @@ class PrunerCostModel(PyCostModel):
 
     def update(self, context, candidates: list[MeasureCandidate], results: list[RunnerResult]) -> None:
         start = time.perf_counter()
-        for feats, result in zip(self.features.full([c.sch for c in candidates]), results):
-            if feats is not None:
-                self.measured.features.append(feats)
-                self.measured.costs.append(_mean_cost(result))
+        if self.on_update is not None:  # only online training needs the measured programs' features
+            for feats, result in zip(self.features.full([c.sch for c in candidates]), results):
+                if feats is not None:
+                    self.measured.features.append(feats)
+                    self.measured.costs.append(_mean_cost(result))
         if self.on_update is not None and self.measured.features:
             online_start = time.perf_counter()
             with _one_torch_thread():

@@ -22,7 +22,7 @@ from ..errors import BadInput, dumps
 from ..targets import tuning_target
 from .build import make_builder, make_runner
 from .context import make_context
-from .run import _breakdown, _cost_model
+from .run import cost_breakdown, make_cost_model
 from .settings import TuneSettings
 from .timing import TaskBests, TimedCostModel
 
@@ -142,7 +142,7 @@ def tune_network(program: torch.export.ExportedProgram, name: str, work_dir: str
                              seed=None if s.seed is None else s.seed + i, logger=logger,
                              population_size=s.population_size, task_name=t.task_name)
                 for i, (t, logger) in enumerate(zip(extracted, loggers))]
-    model = TimedCostModel(_cost_model(s))  # one model learns from every task's measurements
+    model = TimedCostModel(make_cost_model(s))  # one model learns from every task's measurements
     bests = TaskBests(len(contexts))
     database = ms.database.JSONDatabase(work_dir=str(work_dir))
     start = time.perf_counter()
@@ -171,6 +171,6 @@ def tune_network(program: torch.export.ExportedProgram, name: str, work_dir: str
         tasks=[TaskResult(t.task_name, int(t.weight), n, best if np.isfinite(best) else None)
                for t, n, best in zip(extracted, bests.trials, bests.best_s)],
         search_seconds=round(search_s, 3), cost_model_seconds=round(model.predict_s + model.update_s, 4),
-        cost_model_breakdown=_breakdown(model), compile_seconds=round(compile_s, 3), seed=s.seed,
+        cost_model_breakdown=cost_breakdown(model), compile_seconds=round(compile_s, 3), seed=s.seed,
         work_dir=str(work_dir))
     return report, compiled

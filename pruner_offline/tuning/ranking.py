@@ -16,8 +16,9 @@ from typing import Callable, Optional
 import numpy as np
 
 
-def verify_count(n_valid: int, fraction: float) -> int:
-    return min(n_valid, max(1, math.ceil(fraction * n_valid))) if n_valid else 0
+def verify_count(n_valid: int, fraction: float, most: Optional[int] = None) -> int:
+    k = min(n_valid, max(1, math.ceil(fraction * n_valid))) if n_valid else 0
+    return k if most is None else min(k, most)
 
 
 def _rank_scores(values: np.ndarray) -> np.ndarray:
@@ -30,12 +31,12 @@ def _rank_scores(values: np.ndarray) -> np.ndarray:
 
 
 def draft_then_verify(draft: np.ndarray, fraction: float,
-                      verify: Optional[Callable[[np.ndarray], np.ndarray]]) -> np.ndarray:
+                      verify: Optional[Callable[[np.ndarray], np.ndarray]], most: Optional[int] = None) -> np.ndarray:
     """Scores for candidates given their draft scores (NaN: not featurizable).
 
     verify(indices) returns the verifier's scores of those candidates (NaN where it cannot score
-    one); it is called once, on the draft model's best `fraction`. Without a verifier the draft
-    order is the result.
+    one); it is called once, on the draft model's best `fraction`, at most `most` of them. Without
+    a verifier the draft order is the result.
     """
     scores = np.zeros(len(draft))
     valid = np.flatnonzero(~np.isnan(draft))
@@ -44,7 +45,7 @@ def draft_then_verify(draft: np.ndarray, fraction: float,
     scores[valid] = 0.5 * _rank_scores(draft[valid])
     if verify is None:
         return scores * 2
-    k = verify_count(len(valid), fraction)
+    k = verify_count(len(valid), fraction, most)
     top = valid[np.argsort(-draft[valid], kind="stable")[:k]]
     verified = np.asarray(verify(top), dtype=np.float64)
     ok = ~np.isnan(verified)

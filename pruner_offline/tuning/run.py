@@ -41,13 +41,14 @@ class TuneReport:
         return dumps(asdict(self), sort_keys=True)
 
 
-def _cost_model(s: TuneSettings) -> ms.cost_model.CostModel:
+def make_cost_model(s: TuneSettings) -> ms.cost_model.CostModel:
     if s.cost_model == "pruner":
         from .cost_model import PrunerCostModel
         from .online import ONLINE_METHODS, AdaptUpdate
 
         return PrunerCostModel.from_checkpoint(
             s.checkpoint, s.draft, target_kind=s.target_kind, device=s.device, verify_fraction=s.verify_fraction,
+            verify_max=s.verify_max,
             on_update=(AdaptUpdate(ONLINE_METHODS[s.online_method], epochs=s.online_epochs, seed=s.seed or 0)
                        if s.online_epochs else None))
     if s.cost_model == "xgb":
@@ -73,7 +74,7 @@ def _cost_model(s: TuneSettings) -> ms.cost_model.CostModel:
     raise ValueError(f"unknown cost model {s.cost_model!r}; choose from {', '.join(COST_MODELS)}")
 
 
-def _breakdown(model: TimedCostModel) -> dict[str, float]:
+def cost_breakdown(model: TimedCostModel) -> dict[str, float]:
     out = {"predict_s": model.predict_s, "update_s": model.update_s}
     inner = model.inner
     if hasattr(inner, "times"):  # ours: where the time inside went
@@ -92,7 +93,7 @@ def tune(mod: tvm.IRModule, workload: str, work_dir: str | Path, s: TuneSettings
     logger = get_loggers_from_work_dir(str(work_dir), ["main"])[0]
     context = make_context(mod, target, num_threads=s.num_cores, seed=s.seed, logger=logger,
                            population_size=s.population_size)
-    model = TimedCostModel(_cost_model(s))
+    model = TimedCostModel(make_cost_model(s))
     start = time.perf_counter()
     curve = LatencyCurve(start)
     ms.tune.tune_tasks(
@@ -106,5 +107,5 @@ def tune(mod: tvm.IRModule, workload: str, work_dir: str | Path, s: TuneSettings
         best_latency_s=curve.best_s[-1] if curve.best_s else None,  # JSON has no Infinity
         best_latency_per_batch=curve.best_s, batch_end_seconds=[round(t, 3) for t in curve.elapsed_s],
         trials_per_batch=curve.trials, search_seconds=round(time.perf_counter() - start, 3),
-        cost_model_seconds=round(model.predict_s + model.update_s, 4), cost_model_breakdown=_breakdown(model),
+        cost_model_seconds=round(model.predict_s + model.update_s, 4), cost_model_breakdown=cost_breakdown(model),
         seed=s.seed, work_dir=str(work_dir))

@@ -34,6 +34,8 @@ class TuneSettings:
                 "CPU draft model has not ranked unseen networks measurably better, see the README)"})
     verify_fraction: float = field(default=0.2, metadata={"help": "pruner: share of candidates PaCM re-ranks",
                                                           "above": 0.0, "max": 1.0})
+    verify_max: int = field(default=32, metadata={
+        "help": "pruner: at most this many candidates of each scored population are re-ranked by PaCM", "min": 1})
     online_epochs: int = field(default=0, metadata={
         "help": "pruner: retrain PaCM on the programs measured so far, this many epochs after each batch", "min": 0})
     online_method: str = field(default="guarded", metadata={
@@ -50,7 +52,7 @@ class TuneSettings:
     measure: MeasureSettings = field(default_factory=MeasureSettings)
 
     def __post_init__(self) -> None:  # the same bounds for callers from Python as on the command line
-        for name in ("trials", "trials_per_batch", "population_size", "num_cores"):
+        for name in ("trials", "trials_per_batch", "population_size", "num_cores", "verify_max"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, not {getattr(self, name)}")
         if not 0 < self.verify_fraction <= 1:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 from typing import Callable
 
@@ -29,9 +30,13 @@ def _batch_matmul(batch: int, m: int, n: int, k: int) -> tirx.PrimFunc:
     return te.create_prim_func([a, b, c])
 
 
-def _conv2d(layout: str, n: int, c: int, hw: int, k: int, kernel: int, stride: int, pad: int) -> tirx.PrimFunc:
-    """A padded 2-D convolution, data and weight in ``NCHW``/``OIHW`` or ``NHWC``/``HWIO``."""
+def _conv2d(layout: str, n: int, c: int, hw: int, k: int, kernel: int, stride: int, pad: int,
+            depthwise: bool = False) -> tirx.PrimFunc:
+    """A padded 2-D convolution, data and weight in ``NCHW``/``OIHW`` or ``NHWC``/``HWIO``; depthwise:
+    one filter per channel (k == c, weight ``C1HW``/``HW1C``), no reduction over channels."""
     nchw = layout == "NCHW"
+    if depthwise and k != c:
+        raise ValueError(f"a depthwise convolution keeps the channels: k={k}, c={c}")
 
     def shape(channels: int, size: int) -> tuple:
         return (n, channels, size, size) if nchw else (n, size, size, channels)
@@ -43,7 +48,8 @@ def _conv2d(layout: str, n: int, c: int, hw: int, k: int, kernel: int, stride: i
         return idx if nchw else (idx[0], idx[3], idx[1], idx[2])
 
     data = te.placeholder(shape(c, hw), name="data")
-    weight = te.placeholder((k, c, kernel, kernel) if nchw else (kernel, kernel, c, k), name="weight")
+    w_in = 1 if depthwise else c
+    weight = te.placeholder((k, w_in, kernel, kernel) if nchw else (kernel, kernel, w_in, k), name="weight")
     padded_hw = hw + 2 * pad
 
     def pad_value(*idx):
@@ -52,36 +58,52 @@ def _conv2d(layout: str, n: int, c: int, hw: int, k: int, kernel: int, stride: i
         return tvm.tirx.if_then_else(inside, at(data, b, ci, y - pad, x - pad), tvm.tirx.const(0.0, "float32"))
 
     padded = te.compute(shape(c, padded_hw), pad_value, name="pad")
-    rc = te.reduce_axis((0, c), name="rc")
+    rc = None if depthwise else te.reduce_axis((0, c), name="rc")
     ry = te.reduce_axis((0, kernel), name="ry")
     rx = te.reduce_axis((0, kernel), name="rx")
 
     def conv_value(*idx):
         b, co, y, x = split(idx)
-        w = weight[co, rc, ry, rx] if nchw else weight[ry, rx, rc, co]
-        return te.sum(at(padded, b, rc, y * stride + ry, x * stride + rx) * w, axis=[rc, ry, rx])
+        ci, wi = (co, 0) if depthwise else (rc, rc)
+        w = weight[co, wi, ry, rx] if nchw else weight[ry, rx, wi, co]
+        return te.sum(at(padded, b, ci, y * stride + ry, x * stride + rx) * w,
+                      axis=[ry, rx] if depthwise else [rc, ry, rx])
 
-    out = te.compute(shape(k, (padded_hw - kernel) // stride + 1), conv_value, name=f"conv2d_{layout.lower()}")
+    name = f"{'depthwise_' if depthwise else ''}conv2d_{layout.lower()}"
+    out = te.compute(shape(k, (padded_hw - kernel) // stride + 1), conv_value, name=name)
     return te.create_prim_func([data, weight, out])
 
 
-# Shapes: a square GEMM, a ResNet-50 stage-2 3x3 convolution (both layouts), BERT-base's FFN
-# up-projection at sequence length 128 and its per-head attention scores.
+# Shapes: a square GEMM, a ResNet-50 stage-2 3x3 convolution (both layouts), a MobileNet-v2 3x3
+# depthwise convolution, BERT-base's FFN up-projection at sequence length 128 and its per-head
+# attention scores.
 WORKLOADS: dict[str, Callable[[], tirx.PrimFunc]] = {
     "matmul": lambda: _matmul(512, 512, 512),
     "matmul-small": lambda: _matmul(64, 64, 64),
     "conv2d": lambda: _conv2d("NCHW", 1, 64, 56, 64, 3, 1, 1),
     "conv2d-nhwc": lambda: _conv2d("NHWC", 1, 64, 56, 64, 3, 1, 1),
+    "depthwise": lambda: _conv2d("NCHW", 1, 144, 56, 144, 3, 1, 1, depthwise=True),
     "dense": lambda: _matmul(128, 3072, 768, transpose_b=True),
     "batch-matmul": lambda: _batch_matmul(12, 128, 128, 64),
+}
+
+# The same operators at other shapes (other layers of the same networks): tuning runs of these make
+# a pretraining set that shares no workload with WORKLOADS (bench/tune.py's "past runs").
+OTHER_SHAPES: dict[str, Callable[[], tirx.PrimFunc]] = {
+    "matmul-256x1024x256": partial(_matmul, 256, 1024, 256),
+    "conv2d-28x128-s1": partial(_conv2d, "NCHW", 1, 128, 28, 128, 3, 1, 1),
+    "conv2d-nhwc-14x256-s2": partial(_conv2d, "NHWC", 1, 256, 28, 256, 3, 2, 1),
+    "depthwise-28x192-s2": partial(_conv2d, "NHWC", 1, 192, 56, 192, 3, 2, 1, depthwise=True),
+    "dense-128x768x3072": partial(_matmul, 128, 768, 3072, transpose_b=True),
+    "batch-matmul-12x128x64x128": partial(_batch_matmul, 12, 128, 64, 128),
 }
 
 
 def named_workload(name: str) -> tvm.IRModule:
     try:
-        func = WORKLOADS[name]()
+        func = (WORKLOADS | OTHER_SHAPES)[name]()
     except KeyError:
-        raise KeyError(f"unknown workload {name!r}; built in: {', '.join(WORKLOADS)}") from None
+        raise KeyError(f"unknown workload {name!r}; built in: {', '.join(WORKLOADS | OTHER_SHAPES)}") from None
     return tvm.IRModule({"main": func.with_attr("global_symbol", "main")})
 
 
