@@ -37,8 +37,6 @@ _FMA = tvm.ir.Op.get("tirx.fma")
 _IF_THEN_ELSE = tvm.ir.Op.get("prim.if_then_else")  # a guard (padding), not arithmetic
 
 
-
-
 def _type_index(t) -> int:
     return _callback_type_to_type_index(t, api_name="tir_walk")
 

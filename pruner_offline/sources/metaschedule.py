@@ -130,6 +130,12 @@ def _grouped(root: str, _stamp: tuple) -> tuple[dict[int, list[MSRecordLine]], l
     return by_workload, bad, workload_lines
 
 
+def grouped_records(db: Path) -> tuple[dict[int, list[MSRecordLine]], list[BadLine], list[bytes]]:
+    """``_grouped`` of the database ``db``, keyed by its files' sizes and times: read again only
+    when a tuning run has appended to it."""
+    return _grouped(str(db), tuple((p.stat().st_size, p.stat().st_mtime_ns) for p in (db / WORKLOAD_FILE, db / RECORD_FILE)))
+
+
 class _Workloads:
     """Workload modules by index, decoded by TVM on first use."""
 
@@ -190,8 +196,7 @@ class MetaScheduleSource(ProgramSource):
                 for k in range(len(_checked_workload_lines(self.root)))]
 
     def programs(self, unit: Unit) -> UnitPrograms:
-        stamp = tuple((p.stat().st_size, p.stat().st_mtime_ns) for p in self.files())
-        by_workload, bad, workload_lines = _grouped(str(self.root), stamp)
+        by_workload, bad, workload_lines = grouped_records(self.root)
         records = by_workload.get(unit.index, [])
         # every unit shares one record file: the first unit reports its unreadable lines
         bad_lines = [(b.source.line, f"unreadable line: {b.reason}") for b in bad] if unit.index == 0 else []

@@ -18,7 +18,8 @@ import numpy as np
 
 from ..tenset.labels import task_labels
 from .base import ProgramSource, SourceError, Unit, UnitPrograms, register_source
-from .metaschedule import RECORD_FILE, WORKLOAD_FILE, MSRecordLine, _grouped, _program, _Workloads, is_metaschedule_database
+from .metaschedule import (RECORD_FILE, WORKLOAD_FILE, MSRecordLine, _program, _Workloads, grouped_records,
+                           is_metaschedule_database)
 
 
 def find_databases(root: Path) -> list[Path]:
@@ -38,16 +39,12 @@ def _stamp(files: list[Path]) -> tuple:
     return tuple((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in files)
 
 
-def _db_stamp(db: Path) -> tuple:
-    return _stamp([db / WORKLOAD_FILE, db / RECORD_FILE])
-
-
 @lru_cache(maxsize=2)
 def _tasks(root: str, _stamp_key: tuple) -> list[tuple[str, str, list[_Part]]]:
     """(workload hash, target kind, parts) per task, in order of first appearance."""
     tasks: dict[tuple[str, str], list[_Part]] = {}
     for db in find_databases(Path(root)):
-        by_workload, _, lines = _grouped(str(db), _db_stamp(db))
+        by_workload, _, lines = grouped_records(db)
         workloads = _Workloads(lines)
         for k in range(len(lines)):
             kinds = sorted({r.target_kind for r in by_workload.get(k, [])}) or [""]
@@ -88,7 +85,7 @@ class MetaScheduleRunsSource(ProgramSource):
         records: list[tuple[_Workloads, MSRecordLine]] = []
         bad_lines: list[tuple[int, str]] = []
         for part in parts:
-            by_workload, bad, lines = _grouped(str(part.database), _db_stamp(part.database))
+            by_workload, bad, lines = grouped_records(part.database)
             workloads = _Workloads(lines)
             records += [(workloads, r) for r in by_workload.get(part.workload, []) if r.target_kind == kind]
             if part.workload == 0:  # every workload shares its database's record file: report its lines once

@@ -27,6 +27,7 @@ from ..training.export import export_model, load_model, model_device
 from ..training.module import CostModelModule
 from .candidates import CandidateFeatures, draft_batch, features_batch
 from .ranking import draft_then_verify
+from .timing import measured_seconds
 
 # Called after every measured batch with every program measured so far (features, costs in seconds,
 # FAILED_COST for failed runs) and the current verifier; returns the verifier to use from now on, or
@@ -70,8 +71,9 @@ def _one_torch_thread():
 
 
 def _mean_cost(result: RunnerResult) -> float:
-    secs = [float(s) for s in (result.run_secs or [])]
-    return float(np.mean(secs)) if result.error_msg is None and secs else FAILED_COST
+    """measured_seconds, with FAILED_COST for a candidate that failed (labels must stay finite)."""
+    secs = measured_seconds(result)
+    return secs if np.isfinite(secs) else FAILED_COST
 
 
 @derived_object
