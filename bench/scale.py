@@ -35,6 +35,7 @@ def replicate(source: Path, out: Path, copies: int) -> int:
 
     from pruner_offline.store.reader import FeatureStore
     from pruner_offline.store.schema import INDEX_DATASETS, STATEMENT_ARRAYS
+    from pruner_offline.store.writer import chunk_shape
 
     d = FeatureStore(source).load()
     n, s = d.n_records, int(d.records["stmt_offset"][-1])
@@ -43,8 +44,9 @@ def replicate(source: Path, out: Path, copies: int) -> int:
         f.attrs.update(dict(src.attrs))
 
         def dataset(name: str, x: np.ndarray, per_copy: int):
-            # chunked and compressed as store/writer.py writes them (same shape, so the same chunks)
-            return f.create_dataset(name, shape=(per_copy * copies, *x.shape[1:]), dtype=x.dtype, chunks=True,
+            # chunked and compressed as store/writer.py writes a store of this size
+            shape = (per_copy * copies, *x.shape[1:])
+            return f.create_dataset(name, shape=shape, dtype=x.dtype, chunks=chunk_shape(shape, x.dtype.itemsize),
                                     compression="lzf")
 
         shifted = {"task_id": n_tasks, "file_id": n_files}
@@ -61,8 +63,8 @@ def replicate(source: Path, out: Path, copies: int) -> int:
                 tiled = np.concatenate([x + (c + i) * shifted[field] if field in shifted else x for i in range(m)])
                 targets[k][c * rows:(c + m) * rows] = tiled
         counts = np.tile(d.records["stmt_offset"][1:] - d.records["stmt_offset"][:-1], copies)
-        f.create_dataset("records/stmt_offset", data=np.concatenate([[0], np.cumsum(counts)]), chunks=True,
-                         compression="lzf")
+        offsets = np.concatenate([[0], np.cumsum(counts)])
+        f.create_dataset("records/stmt_offset", data=offsets, chunks=chunk_shape(offsets.shape, 8), compression="lzf")
         for group, names in INDEX_DATASETS.items():
             for name in names:
                 x = src[f"{group}/{name}"][...]
@@ -109,9 +111,23 @@ def one(store: str, in_memory: bool, batch: int, max_batches: int = 0) -> dict:
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
-def measure(store: Path, in_memory: bool, batch: int, max_batches: int) -> dict:
-    out = subprocess.run([sys.executable, __file__, "--one", str(store), "--batch", str(batch),
-                          "--max-batches", str(max_batches)]
+def rewrite(store: str) -> dict:
+    """``merge`` of the store as one shard: every unit read back and written into a new store, the
+    path a featurize run takes from its parts to the store."""
+    from pruner_offline.store.merge import merge
+
+    out = Path(store).with_suffix(".merged.h5")
+    start = time.perf_counter()
+    n = merge(out, [Path(store)])
+    seconds = time.perf_counter() - start
+    out.unlink()
+    return {"seconds": seconds, "records_per_s": n / seconds,
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+def measure(store: Path, in_memory: bool, batch: int, max_batches: int, merge: bool = False) -> dict:
+    mode = ["--one-merge", str(store)] if merge else ["--one", str(store)]
+    out = subprocess.run([sys.executable, __file__, *mode, "--batch", str(batch), "--max-batches", str(max_batches)]
                          + (["--in-memory"] if in_memory else []), capture_output=True, text=True)
     if out.returncode:
         return {"failed": (out.stderr.strip().splitlines() or ["?"])[-1]}
@@ -128,11 +144,17 @@ def main() -> None:
     ap.add_argument("--no-in-memory-above", type=float, default=5.0,
                     help="millions of records above which the in-memory path is not tried")
     ap.add_argument("--cache", type=Path, default=REPO / "runs" / "features", help="featurized tenset-mini")
+    ap.add_argument("--merge", action="store_true", help="also time rewriting each store (merge), "
+                    "the store-writing step of featurize, and its peak RSS")
     ap.add_argument("--one", help=argparse.SUPPRESS)
+    ap.add_argument("--one-merge", help=argparse.SUPPRESS)
     ap.add_argument("--in-memory", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
         print(json.dumps(one(args.one, args.in_memory, args.batch, args.max_batches)))
+        return
+    if args.one_merge:
+        print(json.dumps(rewrite(args.one_merge)))
         return
     from pruner_offline.build_store import FeaturizeSettings, cached_store
 
@@ -171,6 +193,11 @@ def main() -> None:
                     if first_ooc[0] != n:
                         print(f"{'':>9} out-of-core peak RSS at {n} / at {first_ooc[0]} records: "
                               f"{r['peak_rss_mb'] / first_ooc[1]['peak_rss_mb']:.2f}x", flush=True)
+            if args.merge:
+                r = measure(store, False, args.batch, args.max_batches, merge=True)
+                print(f"{n:>9} {'merge':<12} " + (f"failed: {r['failed']}" if "failed" in r else
+                      f"{r['seconds']:>8.1f}s {r['records_per_s']:>10.0f} records/s, peak RSS {r['peak_rss_mb']:.0f}MB"),
+                      flush=True)
             store.unlink()
 
 

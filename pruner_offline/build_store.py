@@ -24,7 +24,7 @@ from .features import FEATURE_SCHEMA_VERSION, DeviceConstants
 from .executors import Executor, LocalExecutor
 from .features.devices import device_for, device_to_json
 from .sources import ProgramSource, SourceError, Unit, open_source
-from .store.parts import check_manifest, done_indices, part_path, read_part, write_part
+from .store.parts import check_manifest, done_indices, lazy_part, part_path, write_part
 from .store.schema import UnitFeatures
 from .store.writer import check_output, write_store
 from .tenset.step_vectors import MAX_STEPS, STEP_DIM, step_vectors
@@ -151,7 +151,7 @@ def run_featurize(settings: FeaturizeSettings, out: Path, jobs: int = 1,
     todo = [u for u in units if u.index not in done]
     for u in units:
         if u.index in done:
-            n_read = read_part(part_path(parts, u.index)).records_read  # checks the part before new work
+            n_read = lazy_part(part_path(parts, u.index)).header.records_read  # checks the part before new work
             if on_progress:
                 on_progress(n_read, 1)
     processed = 0
@@ -160,8 +160,9 @@ def run_featurize(settings: FeaturizeSettings, out: Path, jobs: int = 1,
         processed += n_read
         if on_progress:
             on_progress(n_read, 1)
-    unit_feats = [(u.index, read_part(part_path(parts, u.index))) for u in units]
-    kinds = sorted({u.target_kind for _, u in unit_feats if u.target_kind})
+    unit_parts = [(u.index, lazy_part(part_path(parts, u.index))) for u in units]
+    heads = [u.header for _, u in unit_parts]
+    kinds = sorted({h.target_kind for h in heads if h.target_kind})
     meta = {"feature_schema": str(FEATURE_SCHEMA_VERSION), "dataset": str(source.root), "source_kind": source.kind,
             "source_fingerprint": source.fingerprint(),
             "settings": {k: v for k, v in asdict(settings).items() if k != "shard"},
@@ -169,13 +170,13 @@ def run_featurize(settings: FeaturizeSettings, out: Path, jobs: int = 1,
             # the constants for every kind: shards of one dataset must agree even if their kinds differ
             "devices": {kind: device_to_json(settings.constants(kind)) for kind in ("cuda", "llvm")},
             "target_kinds": kinds}
-    write_store(out, unit_feats, meta, source.networks())
+    write_store(out, unit_parts, meta, source.networks())
     shutil.rmtree(parts)
     report = FeaturizeReport()
     reasons: Counter = Counter()
-    for _, u in unit_feats:
+    for u in heads:
         report.records += u.records_read
-        report.replayed += len(u.arrays["line"])
+        report.replayed += u.n_records
         report.examples += [f"{u.file}:{line}: {reason}" for line, reason in u.failures[:20 - len(report.examples)]]
         for _, reason in u.failures:
             if reason.startswith("unreadable line"):

@@ -5,8 +5,8 @@ import pytest
 from pruner_offline.store.merge import merge
 from pruner_offline.store.parts import check_manifest, done_indices, read_part, write_part
 from pruner_offline.store.reader import FeatureStore
-from pruner_offline.store.schema import StoreError, UnitFeatures
-from pruner_offline.store.writer import assemble, write_store
+from pruner_offline.store.schema import LazyUnit, StoreError, UnitFeatures
+from pruner_offline.store.writer import CHUNK_BYTES, assemble, write_store
 
 
 def _unit(seed: int, n: int, name: str) -> UnitFeatures:
@@ -77,10 +77,48 @@ def test_shards_merge_into_the_whole(tmp_path):
     assert a.file_paths == b.file_paths
     with pytest.raises(StoreError, match="also in another shard"):
         merge(tmp_path / "x.h5", [shards[0], shards[0]])
+    shuffled = tmp_path / "shuffled.h5"  # a damaged store cannot be split back into its files
+    write_store(shuffled, units[:2], {**META, "shard": "0/2"}, {})
+    with h5py.File(shuffled, "a") as f:
+        f["records/file_id"][...] = f["records/file_id"][...][::-1]
+    with pytest.raises(StoreError, match="not in file order"):
+        merge(tmp_path / "z.h5", [shuffled])
     other = tmp_path / "other.h5"
     write_store(other, units[:1], {**META, "feature_schema": "test-2"}, {})
     with pytest.raises(StoreError, match="feature_schema"):
         merge(tmp_path / "y.h5", [shards[1], other])
+
+
+def test_the_writer_holds_one_unit_at_a_time_in_whole_row_chunks(tmp_path):
+    units = [(i, _unit(i, 40 + i, f"f{i}.json")) for i in range(4)]
+    loaded = []
+
+    def load(unit: UnitFeatures) -> UnitFeatures:
+        # every earlier unit has been written (and can be freed) before the next one is read
+        loaded.append(unit.file)
+        return UnitFeatures(unit.file, unit.device, unit.workload_key, unit.target_kind,
+                            {k: v.copy() for k, v in unit.arrays.items()}, unit.failures, unit.records_read)
+
+    lazy = [(i, LazyUnit(u.header, lambda u=u: load(u))) for i, u in units]
+    write_store(tmp_path / "lazy.h5", lazy, META, {})
+    assert loaded == [f"f{i}.json" for i in range(4)]
+    write_store(tmp_path / "eager.h5", units, META, {})
+    a, b = FeatureStore(tmp_path / "lazy.h5").load(), FeatureStore(tmp_path / "eager.h5").load()
+    for k in a.records:
+        np.testing.assert_array_equal(a.records[k], b.records[k])
+    for k in ("statements", "symbols", "dataflow", "steps"):
+        np.testing.assert_array_equal(getattr(a, k), getattr(b, k))
+    np.testing.assert_array_equal(a.statements[:len(units[0][1].arrays["statements"])], units[0][1].arrays["statements"])
+    with h5py.File(tmp_path / "lazy.h5") as f:
+        for name in ("statements", "steps", "records/label"):
+            chunks, shape = f[name].chunks, f[name].shape
+            assert chunks[1:] == shape[1:]  # whole rows: reading records never decompresses other columns
+            assert f[name].dtype.itemsize * np.prod(chunks) <= CHUNK_BYTES
+    # a unit that is not what its header said (a part replaced mid-write) is refused
+    bad = [(0, LazyUnit(units[0][1].header, lambda: units[1][1]))]
+    with pytest.raises(StoreError, match="changed while the store was written"):
+        write_store(tmp_path / "bad.h5", bad, META, {})
+    assert not (tmp_path / "bad.h5").exists()
 
 
 def test_damaged_or_foreign_stores_are_refused(tmp_path):

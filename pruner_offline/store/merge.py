@@ -32,9 +32,9 @@ def merge(out: Path, stores: Sequence[Path]) -> int:
             raise StoreError(f"{path} was made with other settings than {stores[0]} ({', '.join(diff)})")
         for index, unit in store.units():
             if index in units:
-                raise StoreError(f"{path}: record file {unit.file} is also in another shard")
+                raise StoreError(f"{path}: record file {unit.header.file} is also in another shard")
             units[index] = unit
         networks.update(store.task_networks())
         kinds.update(store.meta.get("target_kinds", []))
     write_store(out, sorted(units.items()), {**base, "shard": "merged", "target_kinds": sorted(kinds)}, networks)
-    return sum(len(u.arrays["line"]) for u in units.values())
+    return sum(u.header.n_records for u in units.values())

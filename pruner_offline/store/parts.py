@@ -10,12 +10,14 @@ from __future__ import annotations
 import json
 import os
 import zipfile
+from functools import partial
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 
 from ..atomic import atomic_write
-from .schema import DENSE_ARRAYS, RECORD_ARRAYS, STATEMENT_ARRAYS, StoreError, UnitFeatures
+from .schema import DENSE_ARRAYS, RECORD_ARRAYS, STATEMENT_ARRAYS, LazyUnit, StoreError, UnitFeatures, UnitHeader
 
 _ARRAYS = tuple(RECORD_ARRAYS) + STATEMENT_ARRAYS + DENSE_ARRAYS
 
@@ -40,21 +42,39 @@ def write_part(parts_dir: Path, index: int, unit: UnitFeatures) -> Path:
 _REDO = "delete it and run the same command again to featurize its record file anew"
 
 
-def read_part(path: Path) -> UnitFeatures:
-    """A part, checked: it must be whole and be the part its name says (a part copied over
-    another would otherwise put one record file into the store twice and lose another)."""
+def _open_part(path: Path, arrays: Sequence[str]) -> tuple[dict, dict[str, np.ndarray]]:
+    """The meta and the named arrays of a part, checked: it must be whole and be the part its name
+    says (a part copied over another would otherwise put one record file into the store twice and
+    lose another)."""
     try:
         with np.load(path, allow_pickle=False) as z:
             meta = json.loads(str(z["meta"]))
-            arrays = {k: z[k] for k in _ARRAYS}
-        unit = UnitFeatures(meta["file"], meta["device"], meta["workload_key"], meta["target_kind"], arrays,
-                            [(int(a), str(b)) for a, b in meta["failures"]], int(meta["records_read"]))
+            got = {k: z[k] for k in arrays}
+        failures = [(int(a), str(b)) for a, b in meta["failures"]]
+        meta = {**meta, "failures": failures, "records_read": int(meta["records_read"])}
+        for k in ("file", "device", "workload_key", "target_kind"):
+            if not isinstance(meta[k], str):
+                raise TypeError(f"{k} is not a string")
         index = meta["index"]
     except (OSError, EOFError, ValueError, KeyError, TypeError, zipfile.BadZipFile) as exc:
         raise StoreError(f"{path}: unreadable part ({type(exc).__name__}: {exc}); {_REDO}") from None
     if type(index) is not int or part_path(path.parent, index) != path:
-        raise StoreError(f"{path}: holds part {index!r} ({unit.file}), not {path.name}; {_REDO}")
-    return unit
+        raise StoreError(f"{path}: holds part {index!r} ({meta['file']}), not {path.name}; {_REDO}")
+    return meta, got
+
+
+def read_part(path: Path) -> UnitFeatures:
+    meta, arrays = _open_part(path, _ARRAYS)
+    return UnitFeatures(meta["file"], meta["device"], meta["workload_key"], meta["target_kind"], arrays,
+                        meta["failures"], meta["records_read"])
+
+
+def lazy_part(path: Path) -> LazyUnit:
+    """A part's header, read without its feature arrays, which ``load`` reads when they are written."""
+    meta, arrays = _open_part(path, ("line", "stmt_count"))
+    header = UnitHeader(meta["file"], meta["device"], meta["workload_key"], meta["target_kind"], meta["failures"],
+                        meta["records_read"], len(arrays["line"]), int(arrays["stmt_count"].sum()))
+    return LazyUnit(header, partial(read_part, path))
 
 
 def done_indices(parts_dir: Path) -> set[int]:

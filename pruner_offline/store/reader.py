@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Iterator, Optional, Union
 
@@ -13,7 +14,7 @@ import numpy as np
 
 from ..tenset.step_vectors import STEP_DIM
 from .schema import (DENSE_ARRAYS, INDEX_DATASETS, RECORD_ARRAYS, ROW_SHAPES, STATEMENT_ARRAYS, STORE_FORMAT,
-                     StoreError, UnitFeatures)
+                     LazyUnit, StoreError, UnitFeatures, UnitHeader)
 
 
 @dataclass
@@ -243,31 +244,53 @@ class FeatureStore:
         path, line, reason = failures[0]
         return f"featurizing failed on {len(failures)} records, e.g. {path}:{line}: {reason}"
 
-    def units(self) -> list[tuple[int, UnitFeatures]]:
-        """The store split back into its record files (for merging shards)."""
-        data = self.load()
+    def units(self) -> list[tuple[int, LazyUnit]]:
+        """The store split back into its record files (for merging shards), each read when loaded."""
+        index = self.index()
         failures: dict[int, list[tuple[int, str]]] = {}
         with h5py.File(self.path, "r") as f:
-            index = f["files/index"][...]
+            file_index = f["files/index"][...]
             read = f["files/records_read"][...]
             file_tasks = [t.decode() for t in f["files/task"][...]]
             for fid, line, reason in zip(f["failures/file_id"][...], f["failures/line"][...],
                                          f["failures/reason"][...]):
                 failures.setdefault(int(fid), []).append((int(line), reason.decode()))
-        rec = data.records
+        rec = index.records
         offsets = rec["stmt_offset"]
+        if (np.diff(rec["file_id"]) < 0).any():
+            raise StoreError(f"{self.path}: records are not in file order, so it cannot be split into its files")
+        bounds = np.searchsorted(rec["file_id"], np.arange(len(index.file_paths) + 1))
+        reader = _UnitReader(self, index)
         out = []
-        for fid, path in enumerate(data.file_paths):
-            rows = np.flatnonzero(rec["file_id"] == fid)
-            lo, hi = (rows[0], rows[-1] + 1) if len(rows) else (0, 0)
-            s_lo, s_hi = offsets[lo], offsets[hi]
-            arrays = {k: rec[k][lo:hi] for k in RECORD_ARRAYS}
-            arrays.update({k: getattr(data, k)[s_lo:s_hi] for k in STATEMENT_ARRAYS})
-            arrays.update({k: getattr(data, k)[lo:hi] for k in DENSE_ARRAYS})
+        for fid, path in enumerate(index.file_paths):
+            lo, hi = int(bounds[fid]), int(bounds[fid + 1])
             key, _, kind = file_tasks[fid].rpartition("|")
-            out.append((int(index[fid]), UnitFeatures(path, data.file_devices[fid], key, kind, arrays,
-                                                      failures.get(fid, []), int(read[fid]))))
+            header = UnitHeader(path, index.file_devices[fid], key, kind, failures.get(fid, []), int(read[fid]),
+                                hi - lo, int(offsets[hi] - offsets[lo]))
+            out.append((int(file_index[fid]), LazyUnit(header, partial(reader.read, header, lo, hi))))
         return out
+
+
+class _UnitReader:
+    """Reads a store's units in turn through one open handle, whose chunk cache decompresses the
+    chunks neighbouring units share once."""
+
+    def __init__(self, store: FeatureStore, index: StoreIndex):
+        self.store, self.index, self._file = store, index, None
+        self._datasets: dict[str, h5py.Dataset] = {}
+
+    def read(self, header: UnitHeader, lo: int, hi: int) -> UnitFeatures:
+        if self._file is None:  # datasets stay open too: the chunk cache is a dataset's
+            self._file = h5py.File(self.store.path, "r", rdcc_nbytes=64 << 20, rdcc_nslots=100003)
+            self._datasets = {k: self._file[k] for k in STATEMENT_ARRAYS + DENSE_ARRAYS}
+        rec, f = self.index.records, self._datasets
+        s_lo, s_hi = int(rec["stmt_offset"][lo]), int(rec["stmt_offset"][hi])
+        arrays = {k: rec[k][lo:hi] for k in RECORD_ARRAYS}
+        arrays.update({k: f[k][s_lo:s_hi] for k in STATEMENT_ARRAYS})
+        arrays.update({k: f[k][lo:hi] for k in DENSE_ARRAYS})
+        self.store.check_numbers(self.index, {k: arrays[k] for k in STATEMENT_ARRAYS + DENSE_ARRAYS}, lo)
+        return UnitFeatures(header.file, header.device, header.workload_key, header.target_kind, arrays,
+                            header.failures, header.records_read)
 
 
 class RowReader:

@@ -7,6 +7,7 @@ whole, saved as one part, and the store is assembled from the parts in file orde
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 
@@ -38,6 +39,20 @@ class StoreError(BadInput):
     pass
 
 
+@dataclass(frozen=True)
+class UnitHeader:
+    """What the store's tables need of a unit, without its feature arrays."""
+
+    file: str
+    device: str
+    workload_key: str
+    target_kind: str
+    failures: list[tuple[int, str]]
+    records_read: int
+    n_records: int
+    n_statements: int
+
+
 @dataclass
 class UnitFeatures:
     """Features of the successfully replayed records of one record file, and its failures."""
@@ -62,3 +77,20 @@ class UnitFeatures:
         for name in DENSE_ARRAYS:
             if len(self.arrays[name]) != n:
                 raise StoreError(f"{self.file}: '{name}' has {len(self.arrays[name])} rows, expected {n}")
+
+    @property
+    def header(self) -> UnitHeader:
+        return UnitHeader(self.file, self.device, self.workload_key, self.target_kind, self.failures,
+                          self.records_read, len(self.arrays["line"]), int(self.arrays["stmt_count"].sum()))
+
+    def load(self) -> "UnitFeatures":
+        return self
+
+
+@dataclass(frozen=True)
+class LazyUnit:
+    """A unit whose arrays are read only when the store writes them, so that a store of any size
+    is written holding one unit's features at a time."""
+
+    header: UnitHeader
+    load: Callable[[], UnitFeatures]

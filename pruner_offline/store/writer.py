@@ -4,72 +4,131 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence, Union
 
 import h5py
 import numpy as np
 
 from ..atomic import atomic_write
-from .parts import read_part
-from .schema import DENSE_ARRAYS, RECORD_ARRAYS, STATEMENT_ARRAYS, STORE_FORMAT, StoreError, UnitFeatures
+from .parts import lazy_part
+from .schema import (DENSE_ARRAYS, RECORD_ARRAYS, ROW_SHAPES, STATEMENT_ARRAYS, STORE_FORMAT, LazyUnit, StoreError,
+                     UnitFeatures, UnitHeader)
 
 _STR = h5py.string_dtype()
 
 
-def _dataset(group: h5py.Group, name: str, data: np.ndarray) -> None:
-    # Chunked and compressed: statement rows are mostly zeros and compress ~5x with lzf.
-    kwargs = {"compression": "lzf", "chunks": True} if data.size else {}
-    group.create_dataset(name, data=data, **kwargs)
+# ~512 KB chunks of whole rows: the trainer reads runs of consecutive records, and a chunk that
+# splits a row across columns (h5py's own guess for a tall array) is decompressed once per column.
+CHUNK_BYTES = 1 << 19
+WRITE_RECORDS = 4096  # records a write gathers: ~50 MB with the TLP step matrix
+# chunks a unit leaves partly written wait in this cache for the next unit instead of being
+# compressed, read back and compressed again
+_CHUNK_CACHE = {"rdcc_nbytes": 16 << 20, "rdcc_nslots": 10007, "rdcc_w0": 1.0}
 
 
-def write_store(out: Path, units: Sequence[tuple[int, UnitFeatures]], meta: dict,
+def chunk_shape(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    row = itemsize * int(np.prod(shape[1:], dtype=np.int64))
+    return (max(1, min(shape[0], CHUNK_BYTES // max(row, 1))), *shape[1:])
+
+
+def _dataset(group: h5py.Group, name: str, shape: tuple[int, ...], dtype) -> h5py.Dataset:
+    # Compressed: statement rows are mostly zeros and compress ~5x with lzf.
+    size = int(np.prod(shape, dtype=np.int64))
+    kwargs = {"compression": "lzf", "chunks": chunk_shape(shape, np.dtype(dtype).itemsize)} if size else {}
+    return group.create_dataset(name, shape=shape, dtype=dtype, **kwargs)
+
+
+def _loaded(units: Sequence[tuple[int, Union[UnitFeatures, LazyUnit]]], heads: list[UnitHeader],
+            records: int = WRITE_RECORDS) -> Iterator[list[tuple[int, UnitFeatures]]]:
+    """The units with records, loaded and checked against their headers, as (file id, unit) in
+    batches of about ``records`` records: few large writes, and one batch in memory."""
+    batch, size = [], 0
+    for fid, ((_, lazy), head) in enumerate(zip(units, heads)):
+        if not head.n_records:
+            continue
+        unit = lazy.load()
+        got = unit.header
+        if (got.n_records, got.n_statements) != (head.n_records, head.n_statements):
+            raise StoreError(f"{head.file}: its features changed while the store was written")
+        for name in STATEMENT_ARRAYS + DENSE_ARRAYS:
+            x = unit.arrays[name]
+            if len(x) and x.shape[1:] != ROW_SHAPES[name]:
+                raise StoreError(f"{head.file}: '{name}' rows have shape {x.shape[1:]}, the store's are "
+                                 f"{ROW_SHAPES[name]}")
+        batch.append((fid, unit))
+        size += head.n_records
+        if size >= records:
+            yield batch
+            batch, size = [], 0
+    if batch:
+        yield batch
+
+
+def write_store(out: Path, units: Sequence[tuple[int, Union[UnitFeatures, LazyUnit]]], meta: dict,
                 task_networks: dict[str, dict[str, int]]) -> None:
     """Write ``units`` (global file index, features), in index order, to ``out`` atomically.
 
-    ``task_networks`` maps a task's "workload_key|target_kind" to {network: weight}.
+    The tables come from the units' headers; the features are then loaded and written one unit
+    at a time, so memory holds one unit however large the store. ``task_networks`` maps a task's
+    "workload_key|target_kind" to {network: weight}.
     """
     units = sorted(units, key=lambda u: u[0])
+    heads = [u.header for _, u in units]
     task_keys: list[str] = []
     task_of_unit = []
-    for _, u in units:
-        key = f"{u.workload_key}|{u.target_kind}"
-        if not len(u.arrays["line"]):  # no records, no task row: keeps task ids dense
+    for h in heads:
+        key = f"{h.workload_key}|{h.target_kind}"
+        if not h.n_records:  # no records, no task row: keeps task ids dense
             task_of_unit.append(-1)
             continue
         if key not in task_keys:
             task_keys.append(key)
         task_of_unit.append(task_keys.index(key))
-    n_rows = [len(u.arrays["line"]) for _, u in units]
+    n = sum(h.n_records for h in heads)
+    s = sum(h.n_statements for h in heads)
 
-    def cat(name: str, dtype=None) -> np.ndarray:
-        # a unit without records may carry placeholder shapes; it adds no rows either way
-        parts = [u.arrays[name] for _, u in units if len(u.arrays[name])] or [u.arrays[name] for _, u in units[:1]]
-        return np.concatenate(parts).astype(dtype or parts[0].dtype, copy=False) if parts else np.zeros(0, dtype)
-
-    with atomic_write(out) as tmp, h5py.File(tmp, "w") as f:
+    with atomic_write(out) as tmp, h5py.File(tmp, "w", **_CHUNK_CACHE) as f:
         f.attrs["store_format"] = STORE_FORMAT
         for k, v in meta.items():
             f.attrs[k] = json.dumps(v) if isinstance(v, (dict, list)) else v
         rec = f.create_group("records")
-        for name, dtype in RECORD_ARRAYS.items():
-            _dataset(rec, name, cat(name, dtype))
-        _dataset(rec, "file_id", np.repeat(np.arange(len(units), dtype=np.int32), n_rows))
-        _dataset(rec, "task_id", np.repeat(np.array(task_of_unit, dtype=np.int32), n_rows))
-        counts = cat("stmt_count", np.int64) if units else np.zeros(0, np.int64)
-        _dataset(rec, "stmt_offset", np.concatenate([[0], np.cumsum(counts)]).astype(np.int64))
+        columns = {**RECORD_ARRAYS, "file_id": np.int32, "task_id": np.int32}
+        targets = {f"records/{k}": _dataset(rec, k, (n,), dtype) for k, dtype in columns.items()}
+        offsets = _dataset(rec, "stmt_offset", (n + 1,), np.int64)
         for name in STATEMENT_ARRAYS + DENSE_ARRAYS:
-            _dataset(f, name, cat(name, np.float32) if units else np.zeros((0,), np.float32))
+            targets[name] = _dataset(f, name, (s if name in STATEMENT_ARRAYS else n, *ROW_SHAPES[name]), np.float32)
+        offsets[0] = 0
+        unit_task = np.array(task_of_unit, np.int32)
+        r = st = 0
+        for batch in _loaded(units, heads):
+            def cat(name: str) -> np.ndarray:
+                return np.concatenate([u.arrays[name] for _, u in batch])
+
+            fids = np.concatenate([np.full(len(u.arrays["line"]), fid, np.int32) for fid, u in batch])
+            rows = slice(r, r + len(fids))
+            for k in RECORD_ARRAYS:
+                targets[f"records/{k}"][rows] = cat(k)
+            targets["records/file_id"][rows] = fids
+            targets["records/task_id"][rows] = unit_task[fids]
+            counts = cat("stmt_count").astype(np.int64)
+            offsets[rows.start + 1:rows.stop + 1] = st + np.cumsum(counts)
+            statements = slice(st, st + int(counts.sum()))
+            for name in STATEMENT_ARRAYS + DENSE_ARRAYS:
+                span = statements if name in STATEMENT_ARRAYS else rows
+                if span.stop > span.start:
+                    targets[name][span] = cat(name)
+            r, st = rows.stop, statements.stop
         files = f.create_group("files")
         files.create_dataset("index", data=np.array([i for i, _ in units], dtype=np.int64))
-        files.create_dataset("path", data=[u.file for _, u in units], dtype=_STR)
-        files.create_dataset("device", data=[u.device for _, u in units], dtype=_STR)
-        files.create_dataset("task", data=[f"{u.workload_key}|{u.target_kind}" for _, u in units], dtype=_STR)
-        files.create_dataset("records_read", data=np.array([u.records_read for _, u in units], dtype=np.int64))
+        files.create_dataset("path", data=[h.file for h in heads], dtype=_STR)
+        files.create_dataset("device", data=[h.device for h in heads], dtype=_STR)
+        files.create_dataset("task", data=[f"{h.workload_key}|{h.target_kind}" for h in heads], dtype=_STR)
+        files.create_dataset("records_read", data=np.array([h.records_read for h in heads], dtype=np.int64))
         tasks = f.create_group("tasks")
         tasks.create_dataset("key", data=task_keys, dtype=_STR)
         tasks.create_dataset("networks", data=[json.dumps(task_networks.get(k, {}), sort_keys=True)
                                                for k in task_keys], dtype=_STR)
-        fails = [(fid, line, reason) for fid, (_, u) in enumerate(units) for line, reason in u.failures]
+        fails = [(fid, line, reason) for fid, h in enumerate(heads) for line, reason in h.failures]
         fg = f.create_group("failures")
         fg.create_dataset("file_id", data=np.array([x[0] for x in fails], dtype=np.int32))
         fg.create_dataset("line", data=np.array([x[1] for x in fails], dtype=np.int32))
@@ -84,4 +143,4 @@ def check_output(out: Path) -> None:
 
 def assemble(out: Path, parts: Iterable[tuple[int, Path]], meta: dict,
              task_networks: dict[str, dict[str, int]]) -> None:
-    write_store(out, [(i, read_part(p)) for i, p in parts], meta, task_networks)
+    write_store(out, [(i, lazy_part(p)) for i, p in parts], meta, task_networks)
