@@ -128,7 +128,7 @@ def untrained_scores(store: Path, split: str, seed: int) -> dict[str, dict]:
     """The analytic draft score and a random order (mean of 20) on the test records of ``split``."""
     dm = split_data(store, split, seed)
     rows = dm.test_rows
-    draft = evaluate_predictions(dm.data.records["draft_score"][rows].astype(np.float64), dm, rows).metrics
+    draft = evaluate_predictions(dm.columns(rows)["draft_score"].astype(np.float64), dm, rows).metrics
     rng = np.random.default_rng(seed)
     orders = [evaluate_predictions(rng.random(len(rows)), dm, rows).metrics for _ in range(20)]
     return {"analytic draft": draft, "random": {k: float(np.mean([o[k] for o in orders])) for k in orders[0]}}

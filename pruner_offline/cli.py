@@ -239,7 +239,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     store = ensure_store(args.data, args.cache, args.jobs, args.quiet, recorded_devices(meta))
     ev, dm, split = evaluate_model_file(args.checkpoint, store, args.split, args.seed)
     name = args.checkpoint.stem
-    scored = int(np.isfinite(dm.data.records["label"]).sum())
+    scored = dm.n_labelled
     print(f"split {split}: {ev.records} of the {scored} labelled records scored, {ev.tasks} tasks"
           + ("" if args.split else "  (default: the model's own test split on its training data, else every record)"))
     print(_metrics_table({name: ev.to_json()}))

@@ -59,7 +59,7 @@ def test_same_split_scales_and_batches(store):
         ours, theirs = list(getattr(ooc, loader)()), list(getattr(mem, loader)())
         assert _records(ours) == _records(theirs), loader
     stream = ooc.train_dataloader().dataset
-    plan = [b for buffer in stream.plan(0) for b in buffer]
+    plan = [b for buffer in stream.batch_rows(0) for b in buffer]
     np.testing.assert_array_equal(np.sort(np.concatenate(plan)), ooc.train_rows)
     assert max(map(len, plan)) <= 32 and min(map(len, plan)) > 1
     # each batch holds exactly the features the in-memory store has for its rows
@@ -68,7 +68,7 @@ def test_same_split_scales_and_batches(store):
             assert torch.equal(x, _fields(b)[k]), k
     # evaluation order: the split's rows as they are
     val = ChunkStream(ooc.reader.read, ooc.val_rows, 32, False, chunk_rows=50)
-    np.testing.assert_array_equal(np.concatenate([b for buf in val.plan(0) for b in buf]), ooc.val_rows)
+    np.testing.assert_array_equal(np.concatenate([b for buf in val.batch_rows(0) for b in buf]), ooc.val_rows)
     rows = ooc.test_rows[::-3]  # any order, as callers of gather ask
     for k, x in _fields(mem.gather(rows)).items():
         assert torch.equal(x, _fields(ooc.gather(rows))[k]), k
@@ -79,7 +79,7 @@ def test_ranks_share_chunks_evenly(store):
     for chunk_rows in (50, 4096):  # a store of many chunks; one that fits in a single chunk
         streams = [ChunkStream(ooc.reader.read, ooc.train_rows, 16, True, seed=3, rank=r, world=3,
                                chunk_rows=chunk_rows) for r in range(3)]
-        batches = [[b for buf in s.plan(1) for b in buf] for s in streams]
+        batches = [[b for buf in s.batch_rows(1) for b in buf] for s in streams]
         assert len({len(b) for b in batches}) == 1  # DDP needs the same number of steps on every rank
         rows = [np.concatenate(b) for b in batches]
         assert sum(map(len, rows)) == len(np.unique(np.concatenate(rows)))  # no record on two ranks
@@ -195,3 +195,32 @@ def test_two_processes_train_as_well_as_one(bundled_store, tmp_path):
     # (bench/ddp.py measures the mean over seeds at the recipe's length)
     assert two["pairwise_acc"] == pytest.approx(one["pairwise_acc"], abs=0.04), (one, two)
     assert two["peak@1"] >= one["peak@1"] - 0.06, (one, two)
+
+
+@pytest.mark.parametrize("val_by_task", [False, True])
+def test_the_split_is_the_same_however_many_blocks_it_is_computed_in(store, monkeypatch, val_by_task):
+    from pruner_offline.tenset.splits import parse_split
+    from pruner_offline.training import split_rows as sr
+
+    fs = FeatureStore(store)
+    tables = fs.tables()
+    nets = [frozenset(n) for n in tables.task_networks]
+
+    def split(block: int):
+        monkeypatch.setattr(sr, "BLOCK", block)
+        return sr.split_rows(fs, parse_split(SPLIT), 7, 0.2, val_by_task, len(tables.task_keys), nets)
+
+    whole, blocks = split(1 << 20), split(37)  # one block; many, cut inside tasks
+    for name in ("train", "val", "test"):
+        np.testing.assert_array_equal(getattr(whole, name), getattr(blocks, name))
+    idx = fs.index().records
+    labelled = np.flatnonzero(np.isfinite(idx["label"]))
+    parts = np.concatenate([whole.train, whole.val, whole.test])
+    assert len(parts) == len(np.unique(parts)) == whole.labelled and set(parts) == set(labelled)
+    n_train = len(whole.train) + len(whole.val)
+    if val_by_task:
+        assert not set(idx["task_id"][whole.val]) & set(idx["task_id"][whole.train])
+    else:
+        assert len(whole.val) == round(0.2 * n_train)  # exactly the fraction, as a permutation would give
+        other = sr.split_rows(fs, parse_split(SPLIT), 8, 0.2, False, len(tables.task_keys), nets)
+        assert not np.array_equal(other.val, whole.val)  # the seed picks them

@@ -115,10 +115,11 @@ def test_validation_by_task_holds_whole_training_tasks(store):
         return dm
 
     by_records, by_task = split(), split(val_by_task=True, val_fraction=0.25)
-    task = by_task.data.records["task_id"]
-    test, val, train = (set(task[r]) for r in (by_task.test_rows, by_task.val_rows, by_task.train_rows))
+    test, val, train = (set(by_task.columns(r)["task_id"]) for r in (by_task.test_rows, by_task.val_rows,
+                                                                       by_task.train_rows))
     assert val and train and not (val & train) and not (val & test) and not (train & test)
     # the same records learn or validate either way; only how they are cut differs
     assert sorted(np.concatenate([by_task.val_rows, by_task.train_rows])) == \
         sorted(np.concatenate([by_records.val_rows, by_records.train_rows]))
-    assert set(task[by_records.val_rows]) & set(task[by_records.train_rows])
+    assert set(by_records.columns(by_records.val_rows)["task_id"]) & \
+        set(by_records.columns(by_records.train_rows)["task_id"])

@@ -17,6 +17,21 @@ from .schema import (DENSE_ARRAYS, INDEX_DATASETS, RECORD_ARRAYS, ROW_SHAPES, ST
                      LazyUnit, StoreError, UnitFeatures, UnitHeader)
 
 
+RECORD_COLUMNS = (*RECORD_ARRAYS, "task_id", "file_id")  # the per-record datasets but stmt_offset
+
+
+@dataclass
+class StoreTables:
+    """The task and file tables and the number of records: what a reader that reads records from
+    the file as it needs them keeps in memory."""
+
+    n_records: int
+    task_keys: list[str]  # "workload_key|target_kind"
+    task_networks: list[dict[str, int]]  # network -> weight, per task
+    file_paths: list[str]
+    file_devices: list[str]
+
+
 @dataclass
 class StoreIndex:
     """The per-record columns and the task and file tables: tens of bytes a record, no features."""
@@ -30,6 +45,10 @@ class StoreIndex:
     @property
     def n_records(self) -> int:
         return len(self.records["line"])
+
+    @property
+    def tables(self) -> StoreTables:
+        return StoreTables(self.n_records, self.task_keys, self.task_networks, self.file_paths, self.file_devices)
 
 
 @dataclass
@@ -56,7 +75,12 @@ def statement_index(offsets: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, 
 
 def chunks_of(rows: np.ndarray, chunk_rows: int) -> list[np.ndarray]:
     """``rows`` (ascending) cut where they enter another chunk of ``chunk_rows`` consecutive records."""
-    return np.split(rows, np.flatnonzero(np.diff(rows // chunk_rows)) + 1) if len(rows) else []
+    if not len(rows):
+        return []
+    # found by searching the chunks' starts, not by a pass over every row: ``rows`` may be most of a
+    # 10 M-record store, and temporaries of its size would be most of training's memory
+    starts = np.arange(int(rows[0]) // chunk_rows + 1, int(rows[-1]) // chunk_rows + 1, dtype=np.int64) * chunk_rows
+    return [c for c in np.split(rows, np.searchsorted(rows, starts)) if len(c)]
 
 
 def take_records(d: StoreIndex, rows: np.ndarray) -> StoreIndex:
@@ -182,17 +206,23 @@ class FeatureStore:
         with h5py.File(self.path, "r") as f:
             return int(f["records/line"].shape[0])
 
-    def index(self) -> StoreIndex:
-        """The per-record columns and tables, without features; labels and draft scores checked."""
+    def tables(self) -> StoreTables:
         with h5py.File(self.path, "r") as f:
-            index = StoreIndex(
-                records={k: f[f"records/{k}"][...] for k in f["records"]},
+            return StoreTables(
+                n_records=int(f["records/line"].shape[0]),
                 task_keys=[k.decode() for k in f["tasks/key"][...]],
                 task_networks=[json.loads(x) for x in f["tasks/networks"][...]],
                 file_paths=[p.decode() for p in f["files/path"][...]],
                 file_devices=[d.decode() for d in f["files/device"][...]],
             )
-        self.check_numbers(index, {f"records/{k}": index.records[k] for k in ("label", "draft_score")})
+
+    def index(self) -> StoreIndex:
+        """The per-record columns and tables, without features; labels and draft scores checked."""
+        tables = self.tables()
+        with h5py.File(self.path, "r") as f:
+            records = {k: f[f"records/{k}"][...] for k in f["records"]}
+        index = StoreIndex(records, tables.task_keys, tables.task_networks, tables.file_paths, tables.file_devices)
+        self.check_numbers({f"records/{k}": records[k] for k in ("label", "draft_score")})
         return index
 
     def load(self, with_steps: bool = True) -> StoreData:
@@ -201,23 +231,26 @@ class FeatureStore:
         index = self.index()
         with h5py.File(self.path, "r") as f:
             features = {k: f[k][...] for k in STATEMENT_ARRAYS + DENSE_ARRAYS if with_steps or k != "steps"}
-        self.check_numbers(index, features)
+        self.check_numbers(features)
         features.setdefault("steps", no_steps(index.n_records))
         return StoreData(**vars(index), **features)
 
-    def check_numbers(self, index: StoreIndex, arrays: dict[str, np.ndarray], first_row: int = 0) -> None:
-        """Refuse ``arrays``, read from the store starting at record ``first_row``, if a model would
-        misread a number of them."""
-        rec = index.records
+    def check_numbers(self, arrays: dict[str, np.ndarray], first_row: int = 0, first_statement: int = 0) -> None:
+        """Refuse ``arrays``, read from the store starting at record ``first_row`` (statement arrays:
+        at statement row ``first_statement``), if a model would misread a number of them."""
         for name, problem, bad in _bad_rows(arrays):
             if bad.any():
-                row = int(np.flatnonzero(bad)[0]) + int(rec["stmt_offset"][first_row] if name in STATEMENT_ARRAYS
-                                                        else first_row)
-                record = (int(np.searchsorted(rec["stmt_offset"], row, side="right") - 1)
-                          if name in STATEMENT_ARRAYS else row)
-                raise StoreError(f"{self.path}: {name} row {row} ({index.file_paths[rec['file_id'][record]]}:"
-                                 f"{rec['line'][record]}) is {problem} ({int(bad.sum())} of the rows read): "
-                                 "featurize the dataset again")
+                row = int(np.flatnonzero(bad)[0]) + (first_statement if name in STATEMENT_ARRAYS else first_row)
+                raise StoreError(f"{self.path}: {name} row {row} ({self._origin(name, row)}) is {problem} "
+                                 f"({int(bad.sum())} of the rows read): featurize the dataset again")
+
+    def _origin(self, name: str, row: int) -> str:
+        """file:line of the record that row ``row`` of array ``name`` belongs to."""
+        with h5py.File(self.path, "r") as f:
+            record = (int(np.searchsorted(f["records/stmt_offset"][...], row, side="right") - 1)
+                      if name in STATEMENT_ARRAYS else row)
+            path = f["files/path"][int(f["records/file_id"][record])].decode()
+            return f"{path}:{int(f['records/line'][record])}"
 
     def has_step_vectors(self) -> bool:
         """Whether any record carries Ansor steps (TenSet sources do, MetaSchedule ones do not)."""
@@ -288,41 +321,62 @@ class _UnitReader:
         arrays = {k: rec[k][lo:hi] for k in RECORD_ARRAYS}
         arrays.update({k: f[k][s_lo:s_hi] for k in STATEMENT_ARRAYS})
         arrays.update({k: f[k][lo:hi] for k in DENSE_ARRAYS})
-        self.store.check_numbers(self.index, {k: arrays[k] for k in STATEMENT_ARRAYS + DENSE_ARRAYS}, lo)
+        self.store.check_numbers({k: arrays[k] for k in STATEMENT_ARRAYS + DENSE_ARRAYS}, lo, s_lo)
         return UnitFeatures(header.file, header.device, header.workload_key, header.target_kind, arrays,
                             header.failures, header.records_read)
 
 
 class RowReader:
-    """Features of chosen records read from the file, a chunk of consecutive records at a time, so
-    that memory holds a few chunks however large the store. Each process (DataLoader workers, spawned
-    or forked) opens a file handle of its own on first read: HDF5 handles do not survive a fork, and
-    do not pickle."""
+    """Records read from the file a chunk of consecutive records at a time, with their features
+    or only their columns, so that memory holds a few chunks however large the store. Each process
+    (DataLoader workers, spawned or forked) opens a file handle of its own on first read: HDF5
+    handles do not survive a fork, and do not pickle."""
 
-    def __init__(self, store: FeatureStore, index: StoreIndex, with_steps: bool, chunk_rows: int = 4096):
-        self.store, self.index, self.chunk_rows = store, index, chunk_rows
+    def __init__(self, store: FeatureStore, tables: StoreTables, with_steps: bool, chunk_rows: int = 4096):
+        self.store, self.tables, self.chunk_rows = store, tables, chunk_rows
         self.names = STATEMENT_ARRAYS + DENSE_ARRAYS if with_steps else STATEMENT_ARRAYS + ("dataflow",)
         self._file: Optional[h5py.File] = None
+        self._datasets: dict[str, h5py.Dataset] = {}
         self._pid = 0
 
     def __getstate__(self) -> dict:
-        return {**self.__dict__, "_file": None}
+        return {**self.__dict__, "_file": None, "_datasets": {}}
 
     def read(self, rows: np.ndarray) -> StoreData:
         """The records ``rows`` (ascending) with their features, each chunk checked as it is read."""
+        records, features = self._read(rows, self.names)
+        features.setdefault("steps", no_steps(len(rows)))
+        t = self.tables
+        return StoreData(records, t.task_keys, t.task_networks, t.file_paths, t.file_devices, **features)
+
+    def columns(self, rows: np.ndarray) -> StoreIndex:
+        """The per-record columns of the records ``rows`` (ascending), without features."""
+        records, _ = self._read(rows, ())
+        t = self.tables
+        return StoreIndex(records, t.task_keys, t.task_networks, t.file_paths, t.file_devices)
+
+    def _read(self, rows: np.ndarray, names: tuple[str, ...]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
         if self._file is None or self._pid != os.getpid():
+            # datasets stay open: each keeps its chunk cache between reads
             self._file, self._pid = h5py.File(self.store.path, "r"), os.getpid()
-        offsets = self.index.records["stmt_offset"]
-        parts: dict[str, list[np.ndarray]] = {k: [] for k in self.names}
+            self._datasets = {k: self._file[f"records/{k}"] for k in (*RECORD_COLUMNS, "stmt_offset")}
+            self._datasets.update({k: self._file[k] for k in STATEMENT_ARRAYS + DENSE_ARRAYS})
+        f = self._datasets
+        datasets = {k: f[k] for k in f if k in names or k in RECORD_COLUMNS}
+        parts: dict[str, list[np.ndarray]] = {k: [] for k in datasets}
         for chunk in chunks_of(rows, self.chunk_rows):
             lo = chunk[0] // self.chunk_rows * self.chunk_rows
-            hi = min(lo + self.chunk_rows, self.index.n_records)
-            slab = {k: self._file[k][offsets[lo]:offsets[hi]] if k in STATEMENT_ARRAYS else self._file[k][lo:hi]
-                    for k in self.names}
-            self.store.check_numbers(self.index, slab, lo)
-            idx, _ = statement_index(offsets[lo:hi + 1] - offsets[lo], chunk - lo)
+            hi = min(lo + self.chunk_rows, self.tables.n_records)
+            offsets = f["stmt_offset"][lo:hi + 1]
+            slab = {k: d[offsets[0]:offsets[-1]] if k in STATEMENT_ARRAYS else d[lo:hi] for k, d in datasets.items()}
+            self.store.check_numbers({(k if k in names else f"records/{k}"): x for k, x in slab.items()
+                                      if k in names or k in ("label", "draft_score")}, lo, int(offsets[0]))
+            local = chunk - lo
+            idx, _ = statement_index(offsets - offsets[0], local)
             for k, x in slab.items():
-                parts[k].append(x[idx] if k in STATEMENT_ARRAYS else x[chunk - lo])
-        features = {k: np.concatenate(v) if v else np.zeros((0, *ROW_SHAPES[k]), np.float32) for k, v in parts.items()}
-        features.setdefault("steps", no_steps(len(rows)))
-        return StoreData(**vars(take_records(self.index, rows)), **features)
+                parts[k].append(x[idx] if k in STATEMENT_ARRAYS else x[local])
+        got = {k: np.concatenate(v) if v else np.zeros((0, *datasets[k].shape[1:]), datasets[k].dtype)
+               for k, v in parts.items()}
+        records = {k: got.pop(k) for k in list(got) if k not in names}
+        records["stmt_offset"] = np.concatenate([[0], np.cumsum(records["stmt_count"], dtype=np.int64)])
+        return records, got

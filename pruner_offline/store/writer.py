@@ -17,9 +17,11 @@ from .schema import (DENSE_ARRAYS, RECORD_ARRAYS, ROW_SHAPES, STATEMENT_ARRAYS, 
 _STR = h5py.string_dtype()
 
 
-# ~512 KB chunks of whole rows: the trainer reads runs of consecutive records, and a chunk that
-# splits a row across columns (h5py's own guess for a tall array) is decompressed once per column.
+# Chunks of whole rows, up to ~512 KB: the trainer reads runs of 4096 consecutive records, and a
+# chunk that splits a row across columns (h5py's own guess for a tall array) is decompressed once
+# per column; at most 8192 rows, so that such a read of a per-record column decompresses little more.
 CHUNK_BYTES = 1 << 19
+CHUNK_ROWS = 8192
 WRITE_RECORDS = 4096  # records a write gathers: ~50 MB with the TLP step matrix
 # chunks a unit leaves partly written wait in this cache for the next unit instead of being
 # compressed, read back and compressed again
@@ -28,7 +30,7 @@ _CHUNK_CACHE = {"rdcc_nbytes": 16 << 20, "rdcc_nslots": 10007, "rdcc_w0": 1.0}
 
 def chunk_shape(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
     row = itemsize * int(np.prod(shape[1:], dtype=np.int64))
-    return (max(1, min(shape[0], CHUNK_BYTES // max(row, 1))), *shape[1:])
+    return (max(1, min(shape[0], CHUNK_ROWS, CHUNK_BYTES // max(row, 1))), *shape[1:])
 
 
 def _dataset(group: h5py.Group, name: str, shape: tuple[int, ...], dtype) -> h5py.Dataset:

@@ -1,13 +1,13 @@
 """The DataModule: records of a feature store, split as TenSet does, served as ragged batches.
 
-By default only the per-record columns are held in memory and features are read from the file
-batch by batch (``ChunkStream``); ``in_memory`` loads every feature once instead: ~3 KB a record in
-memory, ~13 KB with the TLP step vectors.
+By default memory holds the split's row lists (4 bytes a record) and the task and file tables;
+records and their features are read from the file batch by batch (``ChunkStream``). ``in_memory``
+loads every record and feature once instead: ~3 KB a record, ~13 KB with the TLP step vectors.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import Callable, Iterator, Optional
 
 import lightning as L
 import numpy as np
@@ -15,9 +15,10 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from ..models.batch import Batch, make_batch
-from ..store.reader import FeatureStore, RowReader, StoreData, StoreIndex, chunks_of, statement_index, take
-from ..tenset.splits import SplitError, parse_split, test_mask
+from ..store.reader import FeatureStore, RowReader, StoreData, StoreTables, chunks_of, statement_index, take
+from ..tenset.splits import SplitError, parse_split
 from .normalize import Scales, fit_scales_streaming
+from .split_rows import split_rows
 
 def gather_batch(d: StoreData, rows: np.ndarray, labels: Optional[np.ndarray] = None) -> Batch:
     """The records ``rows`` of ``d`` as one Batch of raw features; ``labels`` replaces the stored ones."""
@@ -35,7 +36,9 @@ class ChunkStream(IterableDataset):
     Shuffling permutes the chunks of consecutive store rows, then the rows inside each buffer of
     ``buffer_chunks`` chunks' rows, so the file is read in long sequential runs. Each of ``world`` ranks
     takes every world-th chunk, and all ranks cut their share to the same number of batches (DDP
-    stops when one rank runs out); DataLoader workers of a rank take every n-th buffer.
+    stops when one rank runs out); DataLoader workers of a rank take every n-th buffer. An epoch's
+    plan is chunk numbers and batch counts; a buffer's rows are made when it is read, so the plan
+    costs no memory per record.
     """
 
     def __init__(self, read: Callable[[np.ndarray], StoreData], rows: np.ndarray, batch_size: int, shuffle: bool,
@@ -45,37 +48,48 @@ class ChunkStream(IterableDataset):
         self.chunk_rows, self.buffer_chunks = chunk_rows, buffer_chunks
         self.epoch = 0  # advances with each pass; with workers, they must be persistent to see it
 
-    def plan(self, epoch: int) -> list[list[np.ndarray]]:
-        """This rank's buffers in epoch ``epoch``: for each, the store rows of its batches."""
+    def _plan(self, epoch: int) -> tuple[list[np.ndarray], list[list[int]], int]:
+        """(the dealt chunks, this rank's buffers as chunk numbers, how many batches it serves)."""
         chunks = chunks_of(self.rows, self.deal_rows())
-        rng = np.random.default_rng((self.seed, epoch))
-        order = rng.permutation(len(chunks)) if self.shuffle else np.arange(len(chunks))
-        shares = []
-        for rank in range(self.world):  # every rank's share, to agree on a common length
-            buffers = []
-            for rows in self._buffers([chunks[c] for c in order[rank::self.world]]):
-                if self.shuffle:
-                    rows = rng.permutation(rows)
-                # even batches, no ragged tail; one record alone would stop BatchNorm in training
-                batches = np.array_split(rows, -(-len(rows) // self.batch_size))
-                buffers.append([b for b in batches if len(b) > 1 or not self.shuffle])
-            shares.append(buffers)
-        if self.world > 1:
-            keep = min(sum(map(len, s)) for s in shares)
-            shares[self.rank] = _first_batches(shares[self.rank], keep)
-        return shares[self.rank]
+        order = (np.random.default_rng((self.seed, epoch)).permutation(len(chunks)) if self.shuffle
+                 else np.arange(len(chunks)))
+        shares = [self._buffers(chunks, order[rank::self.world]) for rank in range(self.world)]
+        # every rank's share is counted, to agree on a common length
+        counts = [sum(len(self._batch_sizes(sum(len(chunks[c]) for c in b))) for b in share) for share in shares]
+        return chunks, shares[self.rank], min(counts)
 
-    def _buffers(self, chunks: list[np.ndarray]) -> list[np.ndarray]:
-        """Consecutive ``chunks`` joined into buffers of up to ``buffer_chunks`` store chunks' rows
+    def _buffers(self, chunks: list[np.ndarray], ids: np.ndarray) -> list[list[int]]:
+        """Consecutive chunks ``ids`` joined into buffers of up to ``buffer_chunks`` store chunks' rows
         (dealt chunks may be smaller than the store's)."""
         out, run, size = [], [], 0
-        for c in chunks:
-            run.append(c)
-            size += len(c)
+        for c in ids:
+            run.append(int(c))
+            size += len(chunks[c])
             if size >= self.buffer_chunks * self.chunk_rows:
-                out.append(np.concatenate(run))
+                out.append(run)
                 run, size = [], 0
-        return out + ([np.concatenate(run)] if run else [])
+        return out + ([run] if run else [])
+
+    def _batch_sizes(self, n: int) -> np.ndarray:
+        """Even batches of a buffer of ``n`` rows, no ragged tail; one record alone would stop
+        BatchNorm in training, so such a batch is not served."""
+        k = -(-n // self.batch_size)
+        sizes = np.full(k, n // k if k else 0) + (np.arange(k) < (n % k if k else 0))
+        return sizes[sizes > 1] if self.shuffle else sizes
+
+    def batch_rows(self, epoch: int, worker: int = 0, workers: int = 1) -> Iterator[list[np.ndarray]]:
+        """This rank's batches in epoch ``epoch``, a buffer at a time (of a DataLoader worker: every
+        ``workers``-th buffer)."""
+        chunks, buffers, left = self._plan(epoch)
+        for i, ids in enumerate(buffers):
+            rows = np.concatenate([chunks[c] for c in ids])
+            sizes = self._batch_sizes(len(rows))[:max(left, 0)]
+            left -= len(sizes)
+            if i % workers != worker or not len(sizes):
+                continue
+            if self.shuffle:
+                rows = np.random.default_rng((self.seed, epoch, self.rank, i)).permutation(rows)
+            yield np.split(rows[:sizes.sum()], np.cumsum(sizes)[:-1])
 
     def deal_rows(self) -> int:
         """Rows per dealt chunk: the store's chunks, or smaller pieces of them when there are too few
@@ -87,29 +101,17 @@ class ChunkStream(IterableDataset):
         return unit
 
     def __len__(self) -> int:
-        return sum(map(len, self.plan(self.epoch)))
+        return self._plan(self.epoch)[2]
 
     def __iter__(self):
-        buffers = self.plan(self.epoch)
+        epoch = self.epoch
         self.epoch += 1
         worker = get_worker_info()
-        if worker is not None:
-            buffers = buffers[worker.id::worker.num_workers]
-        for batches in buffers:
-            if not batches:
-                continue
+        for batches in self.batch_rows(epoch, *((worker.id, worker.num_workers) if worker else (0, 1))):
             rows = np.sort(np.concatenate(batches))
             data = self.read(rows)
             for b in batches:
                 yield gather_batch(data, np.searchsorted(rows, b))
-
-
-def _first_batches(buffers: list[list[np.ndarray]], n: int) -> list[list[np.ndarray]]:
-    out = []
-    for batches in buffers:
-        out.append(batches[:max(n, 0)])
-        n -= len(batches)
-    return out
 
 
 class StoreDataModule(L.LightningDataModule):
@@ -129,38 +131,33 @@ class StoreDataModule(L.LightningDataModule):
         self.val_fraction, self.val_by_task = val_fraction, val_by_task
         self.feature_schema, self.with_steps, self.in_memory = feature_schema, with_steps, in_memory
         self.chunk_rows, self.buffer_chunks = chunk_rows, buffer_chunks
-        self.data: Optional[StoreIndex] = None  # a StoreData when in_memory
+        self.tables: Optional[StoreTables] = None
+        self.data: Optional[StoreData] = None  # only when in_memory
         self.reader: Optional[RowReader] = None
 
     # -- split
     def setup(self, stage: Optional[str] = None) -> None:
-        if self.data is not None:
+        if self.tables is not None:
             return
         store = FeatureStore(self.store, expect_schema=self.feature_schema)
-        self.data = d = store.load(self.with_steps) if self.in_memory else store.index()
-        self.reader = None if self.in_memory else RowReader(store, d, self.with_steps, self.chunk_rows)
-        rec = d.records
-        n_tasks = len(d.task_keys)
-        task = rec["task_id"].astype(np.int64)
-        # TenSet's within-task split counts a task's records in its file, replayed or not
-        sizes = np.zeros(n_tasks, dtype=np.int64)
-        np.maximum.at(sizes, task, rec["position"].astype(np.int64) + 1)
-        networks = [frozenset(n) for n in d.task_networks]
+        self.tables = store.tables()
         try:
-            is_test = test_mask(parse_split(self.split), task, rec["position"], sizes, networks)
+            split = split_rows(store, parse_split(self.split), self.seed, self.val_fraction, self.val_by_task,
+                               len(self.tables.task_keys), [frozenset(n) for n in self.tables.task_networks])
         except SplitError as exc:
             raise SplitError(f"{self.store}: {exc}") from None
-        labelled = np.isfinite(rec["label"])
-        self.test_rows = np.flatnonzero(is_test & labelled)
-        train = np.flatnonzero(~is_test & labelled)
-        is_val = self._validation(train, task[train])
-        self.val_rows, self.train_rows = train[is_val], train[~is_val]
+        self.train_rows, self.val_rows, self.test_rows = split.train, split.val, split.test
+        self.n_labelled = split.labelled
         if not len(self.test_rows) or (not len(self.train_rows) and stage not in ("test", "predict")):
             # scoring only needs test records: the model brings its own scales
             what = "test" if not len(self.test_rows) else "training"
             note = store.failure_note()
             raise SplitError(f"{self.store}: the split {self.split!r} leaves no labelled {what} records "
-                             f"(the store holds {d.n_records} records{'; ' + note if note else ''})")
+                             f"(the store holds {self.tables.n_records} records{'; ' + note if note else ''})")
+        if self.in_memory:
+            self.data = store.load(self.with_steps)
+        else:
+            self.reader = RowReader(store, self.tables, self.with_steps, self.chunk_rows)
         if not len(self.train_rows):
             return
         parts = ([self.read(self.train_rows)] if self.in_memory
@@ -168,22 +165,18 @@ class StoreDataModule(L.LightningDataModule):
         self.scales: Scales = fit_scales_streaming(
             (p.statements, p.symbols, p.dataflow, p.steps, p.records["draft_score"]) for p in parts)
 
-    def _validation(self, train: np.ndarray, task: np.ndarray) -> np.ndarray:
-        """Which of the training records ``train`` (of tasks ``task``) validate instead."""
-        rng = np.random.default_rng(self.seed)
-        tasks = np.unique(task)
-        if self.val_by_task and len(tasks) >= 3:
-            n_val = min(max(1, int(round(len(tasks) * self.val_fraction))), len(tasks) - 1)
-            return np.isin(task, rng.permutation(tasks)[:n_val])
-        n_val = int(round(len(train) * self.val_fraction)) if len(train) > 10 else 0
-        out = np.zeros(len(train), dtype=bool)
-        out[rng.permutation(len(train))[:n_val]] = True
-        return out
+    def columns(self, rows: np.ndarray) -> dict[str, np.ndarray]:
+        """The per-record columns (label, cost, task_id, ...) of the records ``rows``, in that order."""
+        if self.in_memory:
+            return {k: v[rows] for k, v in self.data.records.items() if k != "stmt_offset"}
+        unique, where = np.unique(rows, return_inverse=True)
+        got = self.reader.columns(unique).records
+        return {k: v[where] for k, v in got.items() if k != "stmt_offset"}
 
     def network_weights(self) -> dict[str, dict[int, float]]:
         """network -> {task id: weight}, for TenSet's top-k score."""
         out: dict[str, dict[int, float]] = {}
-        for t, nets in enumerate(self.data.task_networks):
+        for t, nets in enumerate(self.tables.task_networks):
             for net, w in nets.items():
                 out.setdefault(net, {})[t] = float(w)
         return out

@@ -39,11 +39,10 @@ def evaluate_module(module: CostModelModule, dm: StoreDataModule, rows: Optional
 
 
 def evaluate_predictions(pred: np.ndarray, dm: StoreDataModule, rows: np.ndarray) -> Evaluation:
-    rec = dm.data.records
-    metrics = ranking_report(pred, rec["label"][rows], rec["cost"][rows], rec["task_id"][rows],
-                             dm.network_weights())
+    rec = dm.columns(rows)
+    metrics = ranking_report(pred, rec["label"], rec["cost"], rec["task_id"], dm.network_weights())
     return Evaluation({k: float(v) for k, v in metrics.items()}, int(len(rows)),
-                      int(len(np.unique(rec["task_id"][rows]))), pred, rows)
+                      int(len(np.unique(rec["task_id"]))), pred, rows)
 
 
 def default_split(model_meta: dict, store: Path, store_meta: dict) -> str:
@@ -75,8 +74,8 @@ def plot_evaluation(ev: Evaluation, dm: StoreDataModule, out_prefix: Path, title
     matplotlib.use("Agg")  # files only, never a window
     import matplotlib.pyplot as plt
 
-    rec = dm.data.records
-    tasks = np.unique(rec["task_id"][ev.rows])
+    rec = dm.columns(ev.rows)
+    tasks = np.unique(rec["task_id"])
     shown = tasks[:16]
     cols = 4
     rows_n = int(np.ceil(len(shown) / cols)) or 1
@@ -84,9 +83,9 @@ def plot_evaluation(ev: Evaluation, dm: StoreDataModule, out_prefix: Path, title
     for ax in axes.flat[len(shown):]:
         ax.axis("off")
     for ax, t in zip(axes.flat, shown):
-        sel = rec["task_id"][ev.rows] == t
-        ax.scatter(ev.pred[sel], rec["label"][ev.rows][sel], s=10, alpha=0.7)
-        key = dm.data.task_keys[t].split("|")[0]  # '["<md5>", shapes...]' (TenSet) or 'ms:<hash>'
+        sel = rec["task_id"] == t
+        ax.scatter(ev.pred[sel], rec["label"][sel], s=10, alpha=0.7)
+        key = dm.tables.task_keys[t].split("|")[0]  # '["<md5>", shapes...]' (TenSet) or 'ms:<hash>'
         ax.set_title((key[2:14] if key.startswith('["') else key[:16]) + "…", fontsize=8)
         ax.set_xlabel("predicted score", fontsize=7)
         ax.set_ylabel("measured y", fontsize=7)
@@ -98,8 +97,8 @@ def plot_evaluation(ev: Evaluation, dm: StoreDataModule, out_prefix: Path, title
     plt.close(fig)
 
     ks = np.arange(1, 21)
-    y = np.nan_to_num(rec["label"][ev.rows])
-    task = rec["task_id"][ev.rows]
+    y = np.nan_to_num(rec["label"])
+    task = rec["task_id"]
     curve = [peak_score(ev.pred, y, task, int(k)) for k in ks]
     rand = np.random.default_rng(0).random(len(ev.rows))
     base = [peak_score(rand, y, task, int(k)) for k in ks]
