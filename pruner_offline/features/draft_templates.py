@@ -81,7 +81,8 @@ class TemplateTimes:
     template_s: float = 0.0  # full walks of new structures
     symbols_s: float = 0.0  # batched symbols and scores
     programs: int = 0
-    templates: int = 0
+    templates: int = 0  # programs walked
+    structures: int = 0  # distinct loop structures among them
     failures: int = 0
 
 
@@ -107,6 +108,7 @@ class DraftTemplates:
             terms = make_template(func)
         except Exception:  # noqa: BLE001 - a TVM error on one structure must not end the search
             terms = None
+        self.times.structures += known is None
         if known is None or known[1] is None:
             self.templates[structure.key] = (structure.unit_loops, terms)
         elif terms is not None and terms.per_buffer.shape == known[1].per_buffer.shape:
