@@ -1,12 +1,17 @@
 """Per-candidate cost of each scoring stage on real MetaSchedule candidates (llvm), in one process:
 
-- key: finding a program seen before (structural hash; survivors are found by identity, ~1 us);
-- draft: our draft stage on new programs (TIR walk -> PSA symbols -> analytic score, batched);
-- full + PaCM: the verifier's stage (full features, reusing the draft's walk, and a PaCM forward);
+- walk: the draft inputs from a full TIR walk of each program (the draft stage before templates);
+- draft: our draft stage on new programs (features/draft_templates.py: one pass over each program's
+  loops, templates of loop structures, symbols and analytic scores of the batch in one numpy pass),
+  with the templates of the batch already known ("warm": a tuning run reuses them for thousands of
+  programs) and from empty ("cold": every structure in the batch walked once);
+- full + PaCM: the verifier's stage (full features and a PaCM forward);
 - XGB predict: MetaSchedule's XGBModel once it predicts (from 100 measured samples on): its C++
   PerStoreFeature extraction and the booster, on the same candidates.
 
-Ratios printed: full+PaCM / draft (how much cheaper the draft is per candidate) and XGB / draft.
+Candidates are drawn uniformly from the design space, so they share fewer loop structures than a
+tuning population does (`tune` reports templates_templates against templates_programs).
+Ratios printed: full+PaCM / draft (how much cheaper the draft is per candidate), XGB / draft.
 
     python bench/draft_cost.py [--n 200] [--workloads matmul conv2d ...]
 """
@@ -39,11 +44,13 @@ def main() -> None:
 
     import numpy as np
     import torch
-    import tvm_ffi
     from tvm.s_tir.meta_schedule.cost_model import XGBModel
     from tvm.s_tir.meta_schedule.runner import RunnerResult
 
-    from pruner_offline.features.extract import featurize_prim_func, psa_batch
+    from pruner_offline.features.draft_templates import DraftTemplates
+    from pruner_offline.features.extract import featurize_prim_func
+    from pruner_offline.features.symbols import psa_symbols
+    from pruner_offline.features.tir_walk import walk
     from pruner_offline.tuning.candidates import features_batch
     from pruner_offline.tuning.cost_model import load_checkpoint
     from pruner_offline.tuning.sampling import sample_candidates
@@ -51,16 +58,18 @@ def main() -> None:
 
     torch.set_num_threads(1)
     pacm = load_checkpoint(args.checkpoint).eval()
-    print(f"{'workload':<14}{'key us':>9}{'draft us':>10}{'full+PaCM us':>14}{'XGB us':>9}{'full/draft':>12}"
-          f"{'XGB/draft':>11}")
-    totals = np.zeros(4)
+    header = ["walk us", "draft us", "cold us", "full+PaCM us", "XGB us", "full/draft", "XGB/draft", "walk/draft"]
+    print(f"{'workload':<14}" + "".join(f"{h:>13}" for h in header))
+    totals = np.zeros(5)
     for wl in args.workloads:
         context, cands = sample_candidates(named_workload(wl), args.n)
         schedules = [c.sch for c in cands]
-        drafts = psa_batch(schedules, "llvm")
+        funcs = [s.mod["main"] for s in schedules]
+        warm = DraftTemplates("llvm")
+        warm.draft(funcs)
 
         def full_and_pacm():
-            feats = [featurize_prim_func(s, "llvm", walked=d.walked) for s, d in zip(schedules, drafts)]
+            feats = [featurize_prim_func(s, "llvm") for s in schedules]
             with torch.no_grad():
                 pacm(features_batch(feats))
 
@@ -68,18 +77,21 @@ def main() -> None:
         rng = np.random.default_rng(0)
         xgb.update(context, cands, [RunnerResult([float(x)], None) for x in rng.uniform(1e-4, 1e-3, len(cands))])
         times = np.array([
-            best_of(lambda: [tvm_ffi.structural_hash(s.mod) for s in schedules], args.repeat),
-            best_of(lambda: psa_batch(schedules, "llvm"), args.repeat),
+            best_of(lambda: [psa_symbols(walk(f).rows, False) for f in funcs], args.repeat),
+            best_of(lambda: warm.draft(funcs), args.repeat),
+            best_of(lambda: DraftTemplates("llvm").draft(funcs), args.repeat),
             best_of(full_and_pacm, args.repeat),
             best_of(lambda: xgb.predict(context, cands), args.repeat),
         ]) / len(cands)
         totals += times
-        us = 1e6 * times
-        print(f"{wl:<14}{us[0]:>9.0f}{us[1]:>10.0f}{us[2]:>14.0f}{us[3]:>9.0f}{us[2] / us[1]:>12.1f}"
-              f"{us[3] / us[1]:>11.1f}", flush=True)
-    us = 1e6 * totals / len(args.workloads)
-    print(f"{'mean':<14}{us[0]:>9.0f}{us[1]:>10.0f}{us[2]:>14.0f}{us[3]:>9.0f}{us[2] / us[1]:>12.1f}"
-          f"{us[3] / us[1]:>11.1f}")
+        print(row(wl, 1e6 * times), flush=True)
+    print(row("mean", 1e6 * totals / len(args.workloads)))
+
+
+def row(name: str, us) -> str:
+    walk, draft, cold, full, xgb = us
+    return f"{name:<14}" + "".join(f"{v:>13.0f}" for v in (walk, draft, cold, full, xgb)) + "".join(
+        f"{v:>13.1f}" for v in (full / draft, xgb / draft, walk / draft))
 
 
 if __name__ == "__main__":

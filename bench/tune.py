@@ -109,9 +109,9 @@ def run_one(wl: str, model: str, seed: int, args, checkpoint: Path) -> dict:
     return {"workload": wl, "model": model, "seed": seed, "final_s": r.best_latency_s,
             "best": r.best_latency_per_batch, "t": r.batch_end_seconds, "trials": r.trials_per_batch,
             "search_s": r.search_seconds, "cost_model_s": r.cost_model_seconds,
-            "draft_s": b.get("features_draft_s", 0.0) + b.get("features_key_s", 0.0) + b.get("model_draft_model_s", 0.0),
+            "draft_s": b.get("features_draft_s", 0.0) + b.get("model_draft_model_s", 0.0),
             "draft_programs": b.get("features_draft_programs", 0), "scored": b.get("model_candidates", 0),
-            "verify_s": b.get("features_full_s", 0.0) + b.get("model_verify_model_s", 0.0),
+            "verify_s": b.get("features_full_s", 0.0) + b.get("features_key_s", 0.0) + b.get("model_verify_model_s", 0.0),
             "verified": b.get("features_full_programs", 0)}
 
 
@@ -177,7 +177,8 @@ def main() -> None:
                     help="directory of past tuning runs to pretrain on")
     ap.add_argument("--make-past", action="store_true", help="first tune workloads.OTHER_SHAPES with XGB into --past")
     ap.add_argument("--past-trials", type=int, default=64)
-    ap.add_argument("--checkpoint", type=Path, help="PaCM model file (default: pretrained on --past)")
+    ap.add_argument("--checkpoint", type=Path, help="PaCM model file (default: pretrained on --past, which is then "
+                    "checked to share no workload with the benchmark)")
     ap.add_argument("--cpu", default="epyc-2vcpu", help="device constants of the draft score when pretraining")
     ap.add_argument("--out", type=Path, default=REPO / "runs" / "bench-tune")
     ap.add_argument("--report-only", action="store_true", help="print the tables of the runs in OUT/runs.jsonl; "
@@ -190,8 +191,11 @@ def main() -> None:
     torch.set_num_threads(1)
     if args.make_past:
         make_past(args.past, args.past_trials, args.population)
-    n_past = check_disjoint(args.past, args.workloads)
-    checkpoint = args.checkpoint or pretrain(args.past, args.out / "pretrain", args.cpu)
+    if args.checkpoint:  # a model file of the user's: no past runs are read
+        n_past, checkpoint = 0, args.checkpoint
+    else:
+        n_past = check_disjoint(args.past, args.workloads)
+        checkpoint = pretrain(args.past, args.out / "pretrain", args.cpu)
     log = args.out / "runs.jsonl"
     done = {}
     if log.is_file():  # resume: a run already recorded is not repeated
@@ -212,7 +216,8 @@ def main() -> None:
             and r["model"] in args.models]
     print(f"trials {args.trials} (budgets {budgets}), batch {args.trials_per_batch}, population {args.population}, "
           f"seeds {args.seeds}, verify_max {args.verify_max}, online {args.online_method} x {args.online_epochs} "
-          f"epochs; checkpoint {checkpoint} pretrained on {n_past} workloads of {args.past}, none benchmarked")
+          f"epochs; checkpoint {checkpoint}" + (f" pretrained on {n_past} workloads of {args.past}, none benchmarked"
+                                                if n_past else " (given)"))
     print(tables(runs, [m for m in MODELS if m in args.models], budgets))
 
 

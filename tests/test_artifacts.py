@@ -148,13 +148,15 @@ def test_python_api_loads_the_bundled_checkpoints_for_tvm():
 
 
 def test_a_tvm_user_tunes_with_our_cost_model_through_tune_tir(tmp_path):
-    """The README's Python example: our cost model (PaCM verifying the analytic draft score) handed to
-    MetaSchedule's own tune_tir, which scores its candidates with it and measures the best."""
+    """The README's Python example: our cost model (PaCM verifying the analytic draft score) and our
+    search strategy handed to MetaSchedule's own tune_tir, which measures what PaCM picked from the
+    survivors of the draft-scored evolutionary search."""
     from tvm.s_tir import meta_schedule as ms
 
     from pruner_offline.targets import tuning_target
     from pruner_offline.tuning.build import make_builder, make_runner
     from pruner_offline.tuning.cost_model import PrunerCostModel
+    from pruner_offline.tuning.search import DraftThenVerifySearch
     from pruner_offline.tuning.settings import MeasureSettings
     from pruner_offline.tuning.workloads import named_workload
 
@@ -162,9 +164,10 @@ def test_a_tvm_user_tunes_with_our_cost_model_through_tune_tir(tmp_path):
     measure = MeasureSettings()
     database = ms.tune_tir(named_workload("matmul-small"), tuning_target("llvm", 2), str(tmp_path), max_trials_global=4,
                            num_trials_per_iter=4, cost_model=model, builder=make_builder(measure),
-                           runner=make_runner(measure), strategy=ms.search_strategy.EvolutionarySearch(
-                               population_size=32), seed=0)
+                           runner=make_runner(measure),
+                           strategy=DraftThenVerifySearch(model, population_size=32, survivors=8), seed=0)
     records = database.get_all_tuning_records()
     assert len(records) == 4 and all(r.run_secs and float(r.run_secs[0]) > 0 for r in records)
-    assert model.times.predict_calls > 0 and model.times.candidates >= 32
-    assert model.features.times.full_programs > 0  # PaCM verified the draft's best
+    assert model.features.times.draft_programs >= 32 and model.times.search_s > 0  # the draft scored the search
+    assert 4 <= model.features.times.full_programs <= 8  # PaCM verified the survivors only
+    assert model.times.predict_calls == 0

@@ -1,24 +1,33 @@
-"""The draft stage of our tuning cost model: batched analytic scores, programs found again by identity
-or structural hash instead of walked again, the walk shared with the verifier, and the verifier's
-per-population cap."""
+"""The draft stage of our tuning cost model: batched analytic scores, draft inputs from templates of
+loop structures (equal to the walk's), programs found again by identity, the verifier's
+per-population cap, and draft-then-verify as a search strategy (PaCM sees only the survivors)."""
+
+import logging
 
 import numpy as np
 import pytest
+import torch
 from tvm import s_tir
+from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule.runner import RunnerResult
 
 from pruner_offline.features import get_device
 from pruner_offline.features.draft_score import analytic_score, analytic_scores
-from pruner_offline.features.extract import featurize_prim_func, psa_batch
+from pruner_offline.features.draft_templates import DraftTemplates
+from pruner_offline.features.extract import featurize_prim_func
 from pruner_offline.features.symbols import psa_symbols
 from pruner_offline.features.tir_walk import walk
-from pruner_offline.tuning.candidates import CandidateFeatures
+from pruner_offline.targets import tuning_target
+from pruner_offline.tuning.candidates import CandidateFeatures, features_batch
+from pruner_offline.tuning.context import make_context
 from pruner_offline.tuning.cost_model import PrunerCostModel
 from pruner_offline.tuning.ranking import draft_then_verify
 from pruner_offline.tuning.sampling import sample_candidates
+from pruner_offline.tuning.search import DraftThenVerifySearch
 from pruner_offline.tuning.workloads import named_workload
 
 from conftest import REPO
+from test_features import gemm_shared_gpu
 
 
 @pytest.fixture(scope="module")
@@ -37,31 +46,46 @@ def test_batched_scores_equal_one_program_at_a_time(space):
     assert len(analytic_scores([], get_device("epyc-7452"))) == 0
 
 
-def test_draft_inputs_are_what_the_full_features_hold(space):
-    schedules = [c.sch for c in space[1]]
-    for sch, d in zip(schedules, psa_batch(schedules, "llvm")):
-        full = featurize_prim_func(sch, "llvm")
-        np.testing.assert_array_equal(d.symbols, full.symbols)
-        assert d.draft_score == pytest.approx(full.draft_score, rel=1e-12)
-        shared = featurize_prim_func(sch, "llvm", walked=d.walked)  # the verifier reuses the draft's walk
-        for a, b in ((shared.statements, full.statements), (shared.dataflow, full.dataflow)):
-            np.testing.assert_array_equal(a, b)
+@pytest.mark.parametrize("workload, shared", [("matmul", True), ("batch-matmul", False), ("conv2d", False),
+                                              ("depthwise", False)])
+def test_template_symbols_are_the_walks(workload, shared):
+    """Candidates of one loop structure share a template; their symbols and scores must still be
+    exactly what walking each program gives. (Random candidates of the larger spaces rarely share a structure:
+    their compute locations are drawn uniformly.)"""
+    _, candidates = sample_candidates(named_workload(workload), 60, seed=5)
+    funcs = [c.sch.mod["main"] for c in candidates]
+    templates = DraftTemplates("llvm", "epyc-2vcpu")
+    drafts = templates.draft(funcs)
+    dev = get_device("epyc-2vcpu")
+    for func, d in zip(funcs, drafts):
+        walked = psa_symbols(walk(func).rows, False)
+        np.testing.assert_array_equal(d.symbols, walked.values.astype(np.float32))
+        assert d.draft_score == pytest.approx(analytic_score(walked, dev), rel=1e-12)
+    assert templates.times.failures == 0
+    assert templates.times.templates < 0.8 * len(funcs) if shared else templates.times.templates <= len(funcs)
 
 
-def test_programs_seen_again_are_not_walked_again(space):
+def test_template_symbols_of_a_gpu_kernel_and_the_full_features_agree():
+    func = gemm_shared_gpu()
+    (draft,) = DraftTemplates("cuda", "a100").draft([func])
+    full = featurize_prim_func(func, "cuda", device="a100")
+    np.testing.assert_array_equal(draft.symbols, full.symbols)
+    assert draft.draft_score == pytest.approx(full.draft_score, rel=1e-12)
+
+
+def test_programs_seen_again_are_not_scored_again(space):
     schedules = [c.sch for c in space[1]]
     feats = CandidateFeatures("llvm", "epyc-7452")
     first = feats.draft(schedules)
-    assert feats.times.draft_programs == len({id(d) for d in first}) and feats.times.same_object == 0
+    assert feats.times.draft_programs == len(schedules) and feats.times.same_object == 0
     # survivors: the same objects again, found by identity
     again = feats.draft(schedules)
     assert feats.times.same_object == len(schedules) and all(a is b for a, b in zip(first, again))
-    # the same programs rebuilt as new objects: found by structural hash, still not walked
+    # the same programs rebuilt as new objects: scored again through the templates, none walked again
+    templates_before = feats.templates.times.templates
     rebuilt = [s_tir.Schedule(s.mod) for s in schedules]
-    walked_before = feats.times.draft_programs
     assert [d.draft_score for d in feats.draft(rebuilt)] == [d.draft_score for d in first]
-    assert feats.times.draft_programs == walked_before and feats.times.hits >= 2 * len(schedules)
-    assert feats.times.failures == 0
+    assert feats.templates.times.templates == templates_before and feats.times.failures == 0
 
 
 def test_the_verifier_sees_at_most_verify_max_per_population(space):
@@ -79,3 +103,32 @@ def test_the_verifier_sees_at_most_verify_max_per_population(space):
     # without online training, measured programs need no full features
     model.update(context, candidates[:5], [RunnerResult([1e-4], None)] * 5)
     assert model.features.times.full_programs == 3 and not model.measured.features
+
+
+def test_verified_order_is_pacm_order(space):
+    context, candidates = space
+    model = PrunerCostModel.from_checkpoint(REPO / "checkpoints" / "pacm.pt", target_kind="llvm")
+    order = model.verified_order(candidates)
+    with torch.no_grad():
+        pacm = model.verifier(features_batch([featurize_prim_func(c.sch, "llvm", model.device)
+                                              for c in candidates])).numpy()
+    assert sorted(order) == list(range(len(candidates)))
+    assert np.all(np.diff(pacm[order]) <= 0)
+
+
+def test_the_search_drafts_every_generation_and_verifies_only_the_survivors():
+    model = PrunerCostModel.from_checkpoint(REPO / "checkpoints" / "pacm.pt", target_kind="llvm")
+    context = make_context(named_workload("matmul-small"), tuning_target("llvm", 2), num_threads=1, seed=0,
+                           logger=logging.getLogger("test"), population_size=32,
+                           strategy=DraftThenVerifySearch(model, population_size=32, survivors=8))
+    strategy = context.search_strategy
+    strategy.pre_tuning(6, 4, context.generate_design_space(), ms.database.MemoryDatabase(), model)
+    batch = strategy.generate_measure_candidates()
+    assert len(batch) == 4
+    assert model.features.times.full_programs == 8  # PaCM: the 8 survivors, once
+    assert model.times.predict_calls == 0 and model.features.times.draft_programs >= 32  # the draft: every generation
+    strategy.notify_runner_results(batch, [RunnerResult([1e-4], None)] * len(batch))
+    assert len(strategy.generate_measure_candidates()) == 2  # what is left of 6 trials
+    strategy.notify_runner_results(batch[:2], [RunnerResult([1e-4], None)] * 2)
+    assert strategy.generate_measure_candidates() is None
+    strategy.post_tuning()

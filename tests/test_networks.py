@@ -16,10 +16,13 @@ from pruner_offline.tuning.network_run import tune_network
 from pruner_offline.tuning.networks import MLP, NETWORKS, load_exported_program, named_network
 from pruner_offline.tuning.settings import MeasureSettings, TuneSettings
 
+from conftest import REPO
+
 
 def test_the_mlp_tunes_end_to_end_and_computes_what_torch_computes(tmp_path):
     torch.set_num_threads(1)
-    settings = TuneSettings(trials=3, trials_per_batch=1, population_size=16, seed=0,
+    settings = TuneSettings(trials=3, trials_per_batch=1, population_size=16, seed=0, verify_max=4,
+                            checkpoint=str(REPO / "checkpoints" / "pacm.pt"),
                             measure=MeasureSettings(build_workers=1, min_repeat_ms=1))
     report, compiled = tune_network(named_network("mlp"), "mlp", tmp_path / "work", settings)
 
@@ -32,6 +35,9 @@ def test_the_mlp_tunes_end_to_end_and_computes_what_torch_computes(tmp_path):
     assert all(t["best_latency_s"] > 0 for t in printed["tasks"])
     assert 0 < printed["end_to_end_latency_s"] < 1 and printed["search_seconds"] > 0
     assert printed["cost_model_seconds"] > 0 and printed["output_max_abs_error"] < 1e-4
+    # every task searched with the draft, PaCM verifying at most 4 survivors per measured batch
+    breakdown = printed["cost_model_breakdown"]
+    assert breakdown["model_search_s"] > 0 and 3 <= breakdown["features_full_programs"] <= 3 * 4
     assert (tmp_path / "work" / "database_tuning_record.json").stat().st_size > 0
 
     # a fresh input, and torch's own MLP with the same seeded weights

@@ -75,9 +75,11 @@ def analytic_scores(programs: list[PsaSymbols], dev: DeviceConstants) -> np.ndar
     analytic_score is most of its cost on a program of a few statements)."""
     if not programs:
         return np.zeros(0)
-    sizes = np.array([len(p.values) for p in programs])
     joined = PsaSymbols(np.concatenate([p.values for p in programs]), np.concatenate([p.elem_bytes for p in programs]),
                         np.concatenate([p.vector_extent for p in programs]))
-    per_stmt = np.concatenate([[0.0], np.cumsum(statement_times(joined, dev))])
-    ends = np.cumsum(sizes)
-    return 1.0 / np.maximum(per_stmt[ends] - per_stmt[ends - sizes], _MIN_TIME_S)
+    return row_scores(joined, np.repeat(np.arange(len(programs)), [len(p.values) for p in programs]), len(programs), dev)
+
+
+def row_scores(rows: PsaSymbols, program: np.ndarray, n: int, dev: DeviceConstants) -> np.ndarray:
+    """analytic_score of n programs whose statements are the rows, row i belonging to program[i]."""
+    return 1.0 / np.maximum(np.bincount(program, weights=statement_times(rows, dev), minlength=n), _MIN_TIME_S)

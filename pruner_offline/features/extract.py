@@ -9,7 +9,7 @@ from tvm import s_tir, tirx
 
 from .dataflow import dataflow_pattern
 from .devices import DeviceConstants, device_for
-from .draft_score import analytic_score, analytic_scores
+from .draft_score import analytic_score
 from .op_tag import op_tag_embedding
 from .per_store import per_store_features
 from .regions import lowered_as_per_store_feature
@@ -31,8 +31,8 @@ class FeatureAlignmentError(ValueError):
     """The TIR walk and PerStoreFeature disagree on the statements of a program."""
 
 
-def _aligned_walk(func: tirx.PrimFunc, n_rows: int, walked: WalkResult | None = None) -> WalkResult:
-    walked = walked or walk(func)
+def _aligned_walk(func: tirx.PrimFunc, n_rows: int) -> WalkResult:
+    walked = walk(func)
     if len(walked.rows) != n_rows:
         # PerStoreFeature's preprocessing can add statements (cross-thread reduction buffers) or
         # drop some (weight layout rewrites), which the walk then sees as the extractor does
@@ -48,17 +48,16 @@ def _func(program: tirx.PrimFunc | s_tir.Schedule) -> tirx.PrimFunc:
 
 
 def featurize_prim_func(program: tirx.PrimFunc | s_tir.Schedule, target_kind: str,
-                        device: str | DeviceConstants | None = None, walked: WalkResult | None = None) -> ProgramFeatures:
+                        device: str | DeviceConstants | None = None) -> ProgramFeatures:
     """Features of one scheduled PrimFunc (or the Schedule holding it, which is faster) for target
     kind "cuda" (or another GPU kind) or "llvm".
 
     device: a name in devices.DEVICES or explicit DeviceConstants; defaults to devices.DEFAULT_DEVICE.
-    Only the draft score depends on it. walked: walk() of the program when the caller has it (the
-    tuning draft stage), used unless PerStoreFeature sees other statements.
+    Only the draft score depends on it.
     """
     dev = device_for(target_kind, device)
     per_store = per_store_features(program, target_kind)
-    walked = _aligned_walk(_func(program), len(per_store), walked)
+    walked = _aligned_walk(_func(program), len(per_store))
     symbols = psa_symbols(walked.rows, dev.is_gpu)
     return ProgramFeatures(
         statements=np.concatenate([per_store, op_tag_embedding(walked.rows)], axis=1),
@@ -66,38 +65,3 @@ def featurize_prim_func(program: tirx.PrimFunc | s_tir.Schedule, target_kind: st
         symbols=symbols.values.astype(np.float32),
         draft_score=analytic_score(symbols, dev),
     )
-
-
-@dataclass(frozen=True)
-class DraftFeatures:
-    symbols: np.ndarray  # [n, 11] float32, SYMBOL_COLUMNS
-    draft_score: float
-    walked: WalkResult  # kept for featurize_prim_func when the program is verified
-
-
-def psa_batch(programs: list[tirx.PrimFunc | s_tir.Schedule], target_kind: str,
-              device: str | DeviceConstants | None = None) -> list[DraftFeatures | None]:
-    """The draft model's inputs alone, ~5-10x cheaper than featurize_prim_func (no PerStoreFeature);
-    None for a program the walk fails on. The scores are computed for all programs in one pass.
-
-    The walk is not checked against PerStoreFeature's statement count, so on the rare program where
-    featurize_prim_func has to walk the lowered form the symbols here describe the scheduled form.
-    """
-    dev = device_for(target_kind, device)
-    walked: list[WalkResult | None] = []
-    for program in programs:
-        try:
-            walked.append(walk(_func(program)))
-        except Exception:  # noqa: BLE001 - TVM errors on one program must not end a batch
-            walked.append(None)
-    ok = [w for w in walked if w is not None]
-    symbols = [psa_symbols(w.rows, dev.is_gpu) for w in ok]
-    scores = iter(zip(symbols, analytic_scores(symbols, dev)))
-    out: list[DraftFeatures | None] = []
-    for w in walked:
-        if w is None:
-            out.append(None)
-        else:
-            sym, score = next(scores)
-            out.append(DraftFeatures(sym.values.astype(np.float32), float(score), w))
-    return out

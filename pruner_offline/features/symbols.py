@@ -15,20 +15,27 @@ Conventions where the published definition leaves room (docs/psa-symbols.md list
   SharedMemFootprint and DRAM_workload, other copies DRAM_workload = inner x grid x block, compute
   statements neither.
 - Counts are in elements; `elem_bytes` carries the written dtype's size for the score.
+
+Every symbol is a product of loop extents over some of a statement's loops, or a sum of such
+products. So a statement is first reduced to its terms (which loops enter which product, no
+extents), and the terms are then evaluated on extents: the extents of its own loops, or those of
+many programs that share its loop structure (draft_templates.py), all in one numpy pass.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from math import prod
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
 from .schema import SYMBOL_COLUMNS
-from .tir_walk import (BLOCK_IDX, PARALLEL, SERIAL, THREAD_IDX, UNROLLED, VECTORIZED, VTHREAD,
+from .tir_walk import (BLOCK_IDX, PARALLEL, SERIAL, THREAD_IDX, UNROLLED, VECTORIZED, VTHREAD, Loop,
                        Statement)
 
 _INNER_KINDS = frozenset({SERIAL, UNROLLED, VECTORIZED, VTHREAD})
+_AXES = "xyz"
+# the products of a statement's own loops (more below: two per buffer it touches)
+_INNER, _PARALLEL, _VTHREAD, _SAXIS, _VECTOR = range(5)
 
 
 @dataclass(frozen=True)
@@ -41,54 +48,113 @@ class PsaSymbols:
         return self.values[:, SYMBOL_COLUMNS.index(name)]
 
 
-def _extent_product(loops, keys=None) -> int:
-    return prod(l.extent for l in loops if keys is None or l.key in keys)
+@dataclass(frozen=True)
+class SymbolTerms:
+    """Statement rows reduced to which loops enter each product, over loop columns 0..L-1 (rows of
+    several programs may be stacked; unused loop columns and buffers are False).
+
+    products[r, k, l]: loop l enters product k (_INNER.._VECTOR) of row r; per_buffer[r, 0, b, l]:
+    l is a saxis loop indexing buffer b, per_buffer[r, 1, b, l]: an inner loop indexing b;
+    launch[r, 0 or 1, axis, l]: l is bound to blockIdx / threadIdx on that axis (the launch extent
+    of an axis is its largest such loop: nested loops on one axis share it)."""
+
+    products: np.ndarray  # [rows, 5, L] bool
+    per_buffer: np.ndarray  # [rows, 2, B, L] bool
+    launch: np.ndarray  # [rows, 2, 3, L] bool
+    buffers: np.ndarray  # [rows, B] bool: buffer b is touched by row r
+    float_ops: np.ndarray  # [rows]
+    copy: np.ndarray  # [rows] bool
+    into_shared: np.ndarray  # [rows] bool
+    elem_bytes: np.ndarray  # [rows]
 
 
-def _launch_extent(loops, kind: str) -> int:
-    # Nested loops bound to the same thread axis (a cooperative fetch under the compute's threadIdx
-    # loop) share one hardware dimension: the launch has the largest extent per axis, not their product.
-    per_axis: dict[str, int] = {}
-    for l in loops:
-        if l.kind == kind:
-            per_axis[l.thread_tag] = max(per_axis.get(l.thread_tag, 1), l.extent)
-    return prod(per_axis.values())
+def symbol_terms(stmts: tuple[Statement, ...], column: dict[int, int]) -> SymbolTerms:
+    """column: loop key -> its column (every loop of the statements has one)."""
+    n_buffers = max([len({s.write.name} | {r.name for r in s.reads}) for s in stmts], default=0)
+    n_loops = max(column.values(), default=-1) + 1
+    products = np.zeros((len(stmts), 5, n_loops), dtype=bool)
+    per_buffer = np.zeros((len(stmts), 2, n_buffers, n_loops), dtype=bool)
+    launch = np.zeros((len(stmts), 2, len(_AXES), n_loops), dtype=bool)
+    touched = np.zeros((len(stmts), n_buffers), dtype=bool)
+    for r, stmt in enumerate(stmts):
+        buffers = list(({stmt.write.name: stmt.write} | {a.name: a for a in stmt.reads}).values())
+        touched[r, :len(buffers)] = True
+        vectorized = [l for l in stmt.loops if l.kind == VECTORIZED]
+        if vectorized:
+            products[r, _VECTOR, column[vectorized[-1].key]] = True
+        for loop in stmt.loops:
+            c = column[loop.key]
+            if loop.kind in (BLOCK_IDX, THREAD_IDX):
+                launch[r, int(loop.kind == THREAD_IDX), _AXES.index(loop.thread_tag[-1]), c] = True
+            products[r, _PARALLEL, c] = loop.kind == PARALLEL
+            products[r, _VTHREAD, c] = loop.kind == VTHREAD
+            if loop.kind not in _INNER_KINDS:
+                continue
+            products[r, _INNER, c] = True
+            saxis = loop.key in stmt.write.loop_keys
+            products[r, _SAXIS, c] = saxis
+            for b, access in enumerate(buffers):
+                per_buffer[r, :, b, c] = (saxis and loop.key in access.loop_keys, loop.key in access.loop_keys)
+    return SymbolTerms(products, per_buffer, launch, touched, np.array([s.float_ops for s in stmts], dtype=np.float64),
+                       np.array([s.is_copy for s in stmts], dtype=bool),
+                       np.array([s.write.scope.startswith("shared") for s in stmts], dtype=bool),
+                       np.array([s.write.elem_bytes for s in stmts], dtype=np.float64))
 
 
-def _statement_symbols(stmt: Statement, is_gpu: bool) -> list[float]:
-    if is_gpu:
-        grid = _launch_extent(stmt.loops, BLOCK_IDX)
-    else:
-        grid = _extent_product(l for l in stmt.loops if l.kind == PARALLEL)
-    block = _launch_extent(stmt.loops, THREAD_IDX)
-    vthread = _extent_product(l for l in stmt.loops if l.kind == VTHREAD)
-    inner_loops = [l for l in stmt.loops if l.kind in _INNER_KINDS]
-    inner = _extent_product(inner_loops)
-    f_t = inner * stmt.float_ops
-    saxis = [l for l in inner_loops if l.key in stmt.write.loop_keys]
-    buffers = {stmt.write.name: stmt.write} | {r.name: r for r in stmt.reads}
-    reg_usage = sum(_extent_product(saxis, b.loop_keys) for b in buffers.values())
-    mem_workload = sum(_extent_product(inner_loops, b.loop_keys) for b in buffers.values())
-    shared_footprint = dram = 0
-    if stmt.is_copy:
-        if stmt.write.scope.startswith("shared"):
-            shared_footprint = _extent_product(saxis) * block
-            dram = shared_footprint * grid
-        else:
-            dram = inner * grid * block
-    return [f_t, f_t * grid * block, reg_usage, mem_workload, shared_footprint, dram,
-            1.0 + f_t / mem_workload, float(is_gpu), grid, block, vthread]
+def with_index_columns(terms: SymbolTerms, other: SymbolTerms, columns: np.ndarray) -> SymbolTerms:
+    """`terms`, with which buffers the loops in `columns` ([L] bool) index taken from `other`: the
+    same statements walked in another program (where those loops index what they index in general,
+    while in the first they had extent 1 and dropped out of the indices)."""
+    products, per_buffer = terms.products.copy(), terms.per_buffer.copy()
+    products[:, _SAXIS, columns] = other.products[:, _SAXIS, columns]
+    per_buffer[..., columns] = other.per_buffer[..., columns]
+    return replace(terms, products=products, per_buffer=per_buffer)
 
 
-def _vector_extent(stmt: Statement) -> int:
-    vectorized = [l.extent for l in stmt.loops if l.kind == VECTORIZED]
-    return vectorized[-1] if vectorized else 1
+def stack_terms(parts: list[tuple[SymbolTerms, int]]) -> SymbolTerms:
+    """Each part's rows repeated as a block that many times (a template's rows once per program
+    sharing it), one part after the other, padded to the largest loop and buffer counts."""
+    sizes = [len(t.float_ops) for t, _ in parts]
+    offsets = np.cumsum([0] + sizes[:-1])
+    rows = np.concatenate([o + np.tile(np.arange(k), n) for o, k, (_, n) in zip(offsets, sizes, parts)])
+
+    def stacked(name: str) -> np.ndarray:
+        arrays = [getattr(t, name) for t, _ in parts]
+        table = np.zeros((sum(sizes),) + tuple(np.max([a.shape[1:] for a in arrays], axis=0)), dtype=arrays[0].dtype)
+        for o, a in zip(offsets, arrays):
+            table[(slice(o, o + len(a)),) + tuple(slice(0, d) for d in a.shape[1:])] = a
+        return table[rows]
+    return SymbolTerms(*(stacked(f.name) for f in fields(SymbolTerms)))
+
+
+def evaluate_terms(terms: SymbolTerms, extents: np.ndarray, is_gpu: bool) -> PsaSymbols:
+    """The symbols of statement rows given the extents of their loops: extents[r, l] is the extent
+    of loop column l for row r (each row with its program's extents)."""
+    e = extents[:, None, :]
+    p = np.where(terms.products, e, 1.0).prod(axis=-1)
+    per_buffer = (np.where(terms.per_buffer, e[:, None], 1.0).prod(axis=-1) * terms.buffers[:, None]).sum(axis=-1)
+    per_axis = np.where(terms.launch, e[:, None], 1.0).max(axis=-1).prod(axis=-1)  # [rows, 2]
+    grid = per_axis[:, 0] if is_gpu else p[:, _PARALLEL]
+    block = per_axis[:, 1]
+    inner, f_t = p[:, _INNER], p[:, _INNER] * terms.float_ops
+    reg_usage, mem_workload = per_buffer[:, 0], per_buffer[:, 1]
+    shared_footprint = np.where(terms.copy & terms.into_shared, p[:, _SAXIS] * block, 0.0)
+    dram = np.where(terms.copy, np.where(terms.into_shared, shared_footprint * grid, inner * grid * block), 0.0)
+    values = np.stack([f_t, f_t * grid * block, reg_usage, mem_workload, shared_footprint, dram,
+                       1.0 + f_t / mem_workload, np.full(len(f_t), float(is_gpu)), grid, block, p[:, _VTHREAD]], axis=1)
+    return PsaSymbols(values, terms.elem_bytes, p[:, _VECTOR])
+
+
+def _own_loops(stmts: tuple[Statement, ...]) -> dict[int, Loop]:
+    loops: dict[int, Loop] = {}
+    for s in stmts:
+        for loop in s.loops:
+            loops.setdefault(loop.key, loop)
+    return loops
 
 
 def psa_symbols(stmts: tuple[Statement, ...], is_gpu: bool) -> PsaSymbols:
-    values = np.array([_statement_symbols(s, is_gpu) for s in stmts], dtype=np.float64)
-    return PsaSymbols(
-        values.reshape(len(stmts), len(SYMBOL_COLUMNS)),
-        np.array([s.write.elem_bytes for s in stmts], dtype=np.float64),
-        np.array([_vector_extent(s) for s in stmts], dtype=np.float64),
-    )
+    loops = _own_loops(stmts)
+    terms = symbol_terms(stmts, {key: c for c, key in enumerate(loops)})
+    extents = np.array([l.extent for l in loops.values()], dtype=np.float64)
+    return evaluate_terms(terms, np.broadcast_to(extents, (len(stmts), len(extents))), is_gpu)

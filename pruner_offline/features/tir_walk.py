@@ -47,11 +47,18 @@ def _type_index(t) -> int:
 _VAR, _LOAD, _CALL = _type_index(tirx.Var), _type_index(TensorLoad), _type_index(Call)
 _ARITH = [_type_index(t) for t in _FLOAT_OPS]
 _OTHER = [_type_index(t) for t in _OTHER_FLOAT_OPS]
-_POST = int(WalkOrder.POSTORDER)
+_FOR, _STORE, _SEQ = _type_index(tirx.For), _type_index(tirx.BufferStore), _type_index(tirx.SeqStmt)
+_POST, _PRE = int(WalkOrder.POSTORDER), int(WalkOrder.PREORDER)
 
 
 def _structural_walk(root, entries: list[tuple[int, object]]) -> None:
     _ffi.StructuralWalk(root, entries, [], _POST)
+
+
+def loops_and_stores(root, on_loop, on_store, on_seq) -> None:
+    """on_loop(For), on_store(BufferStore) and on_seq(SeqStmt) for every loop, store and statement
+    list under root, in pre-order (a loop before its body), without the walk's per-statement work."""
+    _ffi.StructuralWalk(root, [(_FOR, on_loop), (_STORE, on_store), (_SEQ, on_seq)], [], _PRE)
 
 
 @dataclass(frozen=True)

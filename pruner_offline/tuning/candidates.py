@@ -1,10 +1,10 @@
-"""Features of MetaSchedule candidates, cached by structural hash, and batched for our models.
+"""Features of MetaSchedule candidates, cached, and batched for our models.
 
-The evolutionary search re-scores survivors every generation and measured candidates come back in
-update(), so most programs are seen several times. A program met again as the same object (a
-survivor) is found by identity (~1 us); one rebuilt with the same content by its structural hash
-(~0.1 ms); only new programs are walked (~0.5 ms for the draft inputs, whose scores are computed
-for the whole batch at once) and featurized (2-7 ms, reusing the draft stage's walk).
+The evolutionary search re-scores survivors every generation, so a program met again as the same
+object is found by identity (~1 us). The draft inputs of new programs come from templates of their
+loop structure (features/draft_templates.py: one pass over the loops per program, one numpy pass
+per population). Full features (2-7 ms) are computed for the few programs the verifier sees, and
+cached by structural hash (~0.05 ms): measured candidates come back in update() as new objects.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ import tvm_ffi
 from tvm import s_tir
 
 from ..features import DATAFLOW_COLUMNS, DATAFLOW_TOKENS, STATEMENT_COLUMNS, DeviceConstants
-from ..features.extract import DraftFeatures, ProgramFeatures, featurize_prim_func, psa_batch
+from ..features.draft_templates import DraftFeatures, DraftTemplates
+from ..features.extract import ProgramFeatures, featurize_prim_func
 from ..models.batch import Batch, make_batch
 from ..tenset.step_vectors import STEP_DIM
 
@@ -32,11 +33,11 @@ class FeatureTimes:
 
     draft_s: float = 0.0  # draft inputs of new programs
     full_s: float = 0.0
-    key_s: float = 0.0  # finding programs seen before
-    draft_programs: int = 0  # featurized (cache misses)
-    full_programs: int = 0
-    same_object: int = 0  # found by identity
-    hits: int = 0  # found by structural hash
+    key_s: float = 0.0  # structural hashes, for the full-features cache
+    draft_programs: int = 0  # new to the draft stage
+    full_programs: int = 0  # featurized (cache misses)
+    same_object: int = 0  # draft inputs found by identity
+    hits: int = 0  # full features found by structural hash
     failures: int = 0
 
 
@@ -65,9 +66,10 @@ class CandidateFeatures:
         self.target_kind = target_kind
         self.device = device
         self.times = FeatureTimes()
-        # identity of a module -> (the module, kept alive so that its identity is not reused; its key)
-        self._by_object: _LRU[tuple[object, int]] = _LRU(capacity)
-        self._draft: _LRU[DraftFeatures] = _LRU(capacity)
+        self.templates = DraftTemplates(target_kind, device)
+        # identity of a module -> (the module, kept alive so that its identity is not reused; its value)
+        self._draft: _LRU[tuple[object, Optional[DraftFeatures]]] = _LRU(capacity)
+        self._keys: _LRU[tuple[object, int]] = _LRU(capacity)
         self._full: _LRU[ProgramFeatures] = _LRU(capacity)
 
     def keys(self, schedules: list[s_tir.Schedule]) -> list[int]:
@@ -76,43 +78,40 @@ class CandidateFeatures:
         out = []
         for sch in schedules:
             mod = sch.mod
-            found, entry = self._by_object.get(hash(mod))
-            if found:
-                self.times.same_object += 1
-                out.append(entry[1])
-                continue
-            key = tvm_ffi.structural_hash(mod)
-            self._by_object.put(hash(mod), (mod, key))
-            out.append(key)
+            found, entry = self._keys.get(hash(mod))
+            if not found:
+                entry = (mod, tvm_ffi.structural_hash(mod))
+                self._keys.put(hash(mod), entry)
+            out.append(entry[1])
         self.times.key_s += time.perf_counter() - start
         return out
 
     def draft(self, schedules: list[s_tir.Schedule]) -> list[Optional[DraftFeatures]]:
-        keys = self.keys(schedules)
-        new: dict[int, s_tir.Schedule] = {}
-        for key, sch in zip(keys, schedules):
-            if key not in self._draft.items:
-                new.setdefault(key, sch)
-        self.times.hits += len(keys) - len(new)
+        mods = [sch.mod for sch in schedules]
+        new: dict[int, object] = {}
+        for mod in mods:
+            if hash(mod) not in self._draft.items:
+                new.setdefault(hash(mod), mod)
+        self.times.same_object += len(mods) - len(new)
         if new:
             start = time.perf_counter()
-            for key, value in zip(new, psa_batch(list(new.values()), self.target_kind, self.device)):
-                self._draft.put(key, value)
+            for mod, value in zip(new.values(), self.templates.draft([m["main"] for m in new.values()])):
+                self._draft.put(hash(mod), (mod, value))
                 self.times.failures += value is None
             self.times.draft_s += time.perf_counter() - start
             self.times.draft_programs += len(new)
-        return [self._draft.get(k)[1] for k in keys]
+        return [self._draft.get(hash(m))[1][1] for m in mods]
 
     def full(self, schedules: list[s_tir.Schedule]) -> list[Optional[ProgramFeatures]]:
         out: list[Optional[ProgramFeatures]] = []
         for key, sch in zip(self.keys(schedules), schedules):
             found, value = self._full.get(key)
-            if not found:
+            if found:
+                self.times.hits += 1
+            else:
                 start = time.perf_counter()
-                _, draft = self._draft.get(key)
                 try:
-                    value = featurize_prim_func(sch, self.target_kind, self.device,
-                                                walked=draft.walked if draft is not None else None)
+                    value = featurize_prim_func(sch, self.target_kind, self.device)
                 except Exception:  # noqa: BLE001 - TVM and alignment errors; the search goes on
                     value = None
                     self.times.failures += 1

@@ -16,11 +16,13 @@ from tvm.s_tir.meta_schedule.utils import fork_seed
 
 
 def make_context(mod: tvm.IRModule, target: tvm.target.Target, *, num_threads: int, seed: int | None,
-                 logger: logging.Logger, population_size: int = 512, task_name: str = "main") -> ms.TuneContext:
+                 logger: logging.Logger, population_size: int = 512, task_name: str = "main",
+                 strategy: ms.search_strategy.SearchStrategy | None = None) -> ms.TuneContext:
     """seed None: MetaSchedule picks one. population_size: the evolutionary search's population
-    (512 by default, as MetaSchedule's); each generation asks the cost model to score it."""
+    (512 by default, as MetaSchedule's); each generation asks the cost model to score it.
+    strategy: default MetaSchedule's evolutionary search with that population."""
     space = ms.space_generator.PostOrderApply()
-    strategy = ms.search_strategy.EvolutionarySearch(population_size=population_size)
+    strategy = strategy or ms.search_strategy.EvolutionarySearch(population_size=population_size)
     context = _ffi_api.TuneContext(mod, target, space, strategy, task_name, num_threads,
                                    fork_seed(seed, n=1)[0], get_logging_func(logger))
     _ffi_api.TuneContextInitialize(context)

@@ -50,6 +50,7 @@ class CostModelTimes:
     verify_model_s: float = 0.0
     online_s: float = 0.0
     updates: int = 0
+    search_s: float = 0.0  # draft and verify calls of a search strategy (search.py), not through predict
 
 
 @dataclass
@@ -150,6 +151,18 @@ class PrunerCostModel(PyCostModel):
                 scores[valid] = self.verifier(features_batch([feats[j] for j in valid])).numpy()
             self.times.verify_model_s += time.perf_counter() - start
         return scores
+
+    def draft_ranks(self, candidates: list[MeasureCandidate]) -> np.ndarray:
+        """The draft stage alone, as predict() scores it when nothing is verified."""
+        with _one_torch_thread():
+            return draft_then_verify(self._draft_scores(candidates), self.verify_fraction, None)
+
+    def verified_order(self, candidates: list[MeasureCandidate]) -> np.ndarray:
+        """Indices of the candidates, best first by the verifier (those it cannot score last, in
+        the order given)."""
+        with _one_torch_thread():
+            scores = self._verify(candidates, np.arange(len(candidates)))
+        return np.argsort(-np.nan_to_num(scores, nan=-np.inf), kind="stable")
 
     def predict(self, context, candidates: list[MeasureCandidate]) -> np.ndarray:
         start = time.perf_counter()

@@ -22,7 +22,7 @@ from ..errors import BadInput, dumps
 from ..targets import tuning_target
 from .build import make_builder, make_runner
 from .context import make_context
-from .run import cost_breakdown, make_cost_model
+from .run import cost_breakdown, cost_seconds, make_cost_model, make_strategy
 from .settings import TuneSettings
 from .timing import TaskBests, TimedCostModel
 
@@ -45,7 +45,7 @@ class NetworkReport:
     output_max_abs_error: float  # compiled network vs torch, on the example input
     tasks: list[TaskResult]
     search_seconds: float
-    cost_model_seconds: float  # inside predict + update, all tasks
+    cost_model_seconds: float  # as TuneReport's, all tasks
     cost_model_breakdown: dict[str, float]
     compile_seconds: float
     seed: Optional[int]
@@ -138,11 +138,12 @@ def tune_network(program: torch.export.ExportedProgram, name: str, work_dir: str
     if not extracted:
         raise BadInput(f"{name}: no kernels to tune in it")
     loggers = get_loggers_from_work_dir(str(work_dir), [t.task_name for t in extracted])
+    model = TimedCostModel(make_cost_model(s))  # one model learns from every task's measurements
     contexts = [make_context(t.dispatched[0], target, num_threads=s.num_cores,
                              seed=None if s.seed is None else s.seed + i, logger=logger,
-                             population_size=s.population_size, task_name=t.task_name)
+                             population_size=s.population_size, task_name=t.task_name,
+                             strategy=make_strategy(s, model.inner))
                 for i, (t, logger) in enumerate(zip(extracted, loggers))]
-    model = TimedCostModel(make_cost_model(s))  # one model learns from every task's measurements
     bests = TaskBests(len(contexts))
     database = ms.database.JSONDatabase(work_dir=str(work_dir))
     start = time.perf_counter()
@@ -170,7 +171,7 @@ def tune_network(program: torch.export.ExportedProgram, name: str, work_dir: str
         end_to_end_latency_s=compiled.latency_s(inputs), output_max_abs_error=error,
         tasks=[TaskResult(t.task_name, int(t.weight), n, best if np.isfinite(best) else None)
                for t, n, best in zip(extracted, bests.trials, bests.best_s)],
-        search_seconds=round(search_s, 3), cost_model_seconds=round(model.predict_s + model.update_s, 4),
+        search_seconds=round(search_s, 3), cost_model_seconds=cost_seconds(model),
         cost_model_breakdown=cost_breakdown(model), compile_seconds=round(compile_s, 3), seed=s.seed,
         work_dir=str(work_dir))
     return report, compiled

@@ -31,7 +31,7 @@ class TuneReport:
     batch_end_seconds: list[float]  # search seconds at the end of each batch
     trials_per_batch: list[int]  # cumulative trials after each batch
     search_seconds: float
-    cost_model_seconds: float  # inside predict + update
+    cost_model_seconds: float  # inside predict + update, and the draft/verify calls of our search strategy
     cost_model_breakdown: dict[str, float]
     seed: Optional[int]
     work_dir: str
@@ -74,12 +74,29 @@ def make_cost_model(s: TuneSettings) -> ms.cost_model.CostModel:
     raise ValueError(f"unknown cost model {s.cost_model!r}; choose from {', '.join(COST_MODELS)}")
 
 
+def make_strategy(s: TuneSettings, model: ms.cost_model.CostModel) -> Optional[ms.search_strategy.SearchStrategy]:
+    """The search of one task: draft-then-verify inside the search for ours with a verifier
+    (search.py), MetaSchedule's evolutionary search (None) otherwise."""
+    if s.cost_model != "pruner" or s.search != "draft-then-verify" or model.verifier is None:
+        return None
+    from .search import DraftThenVerifySearch
+
+    return DraftThenVerifySearch(model, population_size=s.population_size, survivors=s.verify_max)
+
+
+def cost_seconds(model: TimedCostModel) -> float:
+    """Inside predict and update, and inside our model when a search strategy calls it directly."""
+    times = getattr(model.inner, "times", None)
+    return round(model.predict_s + model.update_s + (times.search_s if times is not None else 0.0), 4)
+
+
 def cost_breakdown(model: TimedCostModel) -> dict[str, float]:
     out = {"predict_s": model.predict_s, "update_s": model.update_s}
     inner = model.inner
     if hasattr(inner, "times"):  # ours: where the time inside went
         out |= {f"model_{k}": v for k, v in asdict(inner.times).items()}
         out |= {f"features_{k}": v for k, v in asdict(inner.features.times).items()}
+        out |= {f"templates_{k}": v for k, v in asdict(inner.features.templates.times).items()}
     return {k: round(v, 4) if isinstance(v, float) else v for k, v in out.items()}
 
 
@@ -91,9 +108,9 @@ def tune(mod: tvm.IRModule, workload: str, work_dir: str | Path, s: TuneSettings
     work_dir.mkdir(parents=True, exist_ok=True)
     target = tuning_target(s.target_kind, s.num_cores)
     logger = get_loggers_from_work_dir(str(work_dir), ["main"])[0]
-    context = make_context(mod, target, num_threads=s.num_cores, seed=s.seed, logger=logger,
-                           population_size=s.population_size)
     model = TimedCostModel(make_cost_model(s))
+    context = make_context(mod, target, num_threads=s.num_cores, seed=s.seed, logger=logger,
+                           population_size=s.population_size, strategy=make_strategy(s, model.inner))
     start = time.perf_counter()
     curve = LatencyCurve(start)
     ms.tune.tune_tasks(
@@ -107,5 +124,5 @@ def tune(mod: tvm.IRModule, workload: str, work_dir: str | Path, s: TuneSettings
         best_latency_s=curve.best_s[-1] if curve.best_s else None,  # JSON has no Infinity
         best_latency_per_batch=curve.best_s, batch_end_seconds=[round(t, 3) for t in curve.elapsed_s],
         trials_per_batch=curve.trials, search_seconds=round(time.perf_counter() - start, 3),
-        cost_model_seconds=round(model.predict_s + model.update_s, 4), cost_model_breakdown=cost_breakdown(model),
+        cost_model_seconds=cost_seconds(model), cost_model_breakdown=cost_breakdown(model),
         seed=s.seed, work_dir=str(work_dir))

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 COST_MODELS = ("pruner", "xgb", "mlp", "gbdt", "random")
+SEARCHES = ("draft-then-verify", "evolutionary")
 
 
 @dataclass(frozen=True)
@@ -32,10 +33,16 @@ class TuneSettings:
     draft: Optional[str] = field(default=None, metadata={
         "help": "pruner: learned draft model file (default: the analytic draft score; on CPUs keep it: a learned "
                 "CPU draft model has not ranked unseen networks measurably better, see the README)"})
-    verify_fraction: float = field(default=0.2, metadata={"help": "pruner: share of candidates PaCM re-ranks",
+    verify_fraction: float = field(default=0.2, metadata={"help": "pruner, --search evolutionary: share of each scored population PaCM re-ranks",
                                                           "above": 0.0, "max": 1.0})
     verify_max: int = field(default=32, metadata={
-        "help": "pruner: at most this many candidates of each scored population are re-ranked by PaCM", "min": 1})
+        "help": "pruner: PaCM re-ranks this many survivors of the draft-driven search per measured batch "
+                "(--search evolutionary: at most this many of every scored population)", "min": 1})
+    search: str = field(default="draft-then-verify", metadata={
+        "choices": SEARCHES,
+        "help": "pruner with --checkpoint: draft-then-verify (the draft model scores every generation of "
+                "MetaSchedule's evolutionary search, PaCM only the survivors, once per batch) or evolutionary "
+                "(MetaSchedule's search calls our cost model, which drafts and verifies every generation)"})
     online_epochs: int = field(default=0, metadata={
         "help": "pruner: retrain PaCM on the programs measured so far, this many epochs after each batch", "min": 0})
     online_method: str = field(default="guarded", metadata={
