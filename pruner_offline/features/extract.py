@@ -62,7 +62,7 @@ def featurize_prim_func(program: tirx.PrimFunc | s_tir.Schedule, target_kind: st
     symbols = psa_symbols(walked.rows, dev.is_gpu)
     return ProgramFeatures(
         statements=np.concatenate([per_store, op_tag_embedding(walked.rows)], axis=1),
-        dataflow=dataflow_pattern(walked, per_store, symbols, dev.is_gpu),
+        dataflow=dataflow_pattern(walked, per_store, symbols),
         symbols=symbols.values.astype(np.float32),
         draft_score=analytic_score(symbols, dev),
     )
