@@ -10,7 +10,6 @@ import torch
 
 from ..errors import BadInput
 from ..models.batch import Batch
-from ..models.ensemble import Ensemble
 from ..models.losses import LOSSES
 from ..models.metrics import ranking_report
 from ..models.registry import build_model
@@ -25,14 +24,12 @@ class TrainingDiverged(BadInput):
 class CostModelModule(L.LightningModule):
     """``model``: pacm | mlp | draft | tlp; ``loss``: a name in ``models.losses.LOSSES``;
     ``draft_prior``: PaCM and the draft model add the analytic draft score to their output (see
-    ``models.pacm``); ``members``: more than 1 trains that many copies of the model side by side and
-    scores with their mean (``models.ensemble``). Hyper-parameters
+    ``models.pacm``). Hyper-parameters
     are plain values so that the checkpoint loads with ``torch.load(weights_only=True)``."""
 
     def __init__(self, model: str = "pacm", loss: str = "lambdarank", lr: float = 7e-4,
                  weight_decay: float = 1e-6, stmt_dim: int = 174, symbol_dim: int = 11, flow_dim: int = 23,
-                 step_dim: int = STEP_DIM, feature_schema: str = "", draft_prior: bool = False,
-                 members: int = 1):
+                 step_dim: int = STEP_DIM, feature_schema: str = "", draft_prior: bool = False):
         super().__init__()
         if loss not in LOSSES:
             raise ValueError(f"unknown loss {loss!r}; choose from {', '.join(LOSSES)}")
@@ -41,9 +38,7 @@ class CostModelModule(L.LightningModule):
         self.save_hyperparameters()
         kwargs = {"pacm": {"stmt_dim": stmt_dim, "flow_dim": flow_dim, "draft_prior": draft_prior}, "mlp": {"stmt_dim": stmt_dim},
                   "draft": {"symbol_dim": symbol_dim, "draft_prior": draft_prior}, "tlp": {"step_dim": step_dim}}.get(model, {})
-        nets = [build_model(model, **kwargs) for _ in range(members)]
-        # one member keeps the plain layout, so model files written before ensembles still load
-        self.net = nets[0] if members == 1 else Ensemble(nets)
+        self.net = build_model(model, **kwargs)
         self.loss_fn = LOSSES[loss]
         for name, dim in (("statements", stmt_dim), ("symbols", symbol_dim), ("dataflow", flow_dim),
                           ("steps", step_dim), ("draft_score", 1)):
@@ -75,10 +70,7 @@ class CostModelModule(L.LightningModule):
             self.set_scales(dm.scales)
 
     def training_step(self, b: Batch, batch_idx: int) -> torch.Tensor:
-        x = self.normalized(b)
-        scores = self.net.member_scores(x) if isinstance(self.net, Ensemble) else [self.net(x)]
-        # summed, so each member's gradient is the one it would get trained alone
-        loss = sum(self.loss_fn(s, b.y, b.task) for s in scores)
+        loss = self.loss_fn(self(b), b.y, b.task)
         if not torch.isfinite(loss):
             raise TrainingDiverged(
                 f"training diverged: the {self.hparams.model} loss is {loss.item()} at epoch {self.current_epoch}, "
@@ -101,13 +93,6 @@ class CostModelModule(L.LightningModule):
         self.log("val_peak@1", report["peak@1"], prog_bar=True, sync_dist=True)
         self.log("val_peak@5", report["peak@5"], sync_dist=True)
         self.log("val_pairwise", report["pairwise_acc"], sync_dist=True)
-
-    def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None) -> None:
-        # clipping the members' joint norm would shrink each member's step as members are added
-        if not isinstance(self.net, Ensemble) or gradient_clip_val is None:
-            return super().configure_gradient_clipping(optimizer, gradient_clip_val, gradient_clip_algorithm)
-        for member in self.net.members:
-            torch.nn.utils.clip_grad_norm_(member.parameters(), gradient_clip_val)
 
     def configure_optimizers(self):
         return torch.optim.Adam(self.parameters(), lr=self.hparams.lr, weight_decay=self.hparams.weight_decay)
