@@ -76,6 +76,8 @@ VARIANTS: dict[str, dict[str, object]] = {
     "taskval_loss": {"model.loss": "lambdarank_task", "data.val_by_task": True, "model.draft_prior": True, **_LOSS},
     "taskval2_loss": {"model.loss": "lambdarank_task", "data.val_by_task": True, "model.draft_prior": True,
                       "data.val_fraction": 0.2, **_LOSS},
+    "recipe_wd4": {"model.weight_decay": 1e-4},
+    "recipe_wd3": {"model.weight_decay": 1e-3},
 }
 
 
