@@ -39,23 +39,45 @@ from pruner_offline.training.run import pretrain, recipe_configs  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 
+
+def _choose_by(monitor: str, mode: str) -> list[dict]:
+    """The recipe's checkpoint choice and early stopping, on another validation score."""
+    return [{"class_path": "lightning.pytorch.callbacks.ModelCheckpoint",
+             "init_args": {"monitor": monitor, "mode": mode, "save_last": True, "save_top_k": 1, "filename": "best"}},
+            {"class_path": "lightning.pytorch.callbacks.EarlyStopping",
+             "init_args": {"monitor": monitor, "mode": mode, "patience": 16}}]
+
+
 # The recipe candidates measured (docs/models-and-training.md §6 says which one ships and why).
 # "prev" is the recipe before issue 10: one LambdaRank list per batch, validation a sample of the
-# training tasks' records, PaCM without the draft prior; "task_prior" spells out the shipped one.
+# training tasks' records, PaCM without the draft prior; "task_prior" spells out issue 10's recipe.
+# Those before "sel_loss" kept the checkpoint with the best val peak@1, as the recipe did until the
+# checkpoint was chosen by the validation loss on whole training tasks ("taskval_loss", shipped now).
+_PEAK1 = {"trainer.callbacks": _choose_by("val_peak@1", "max")}
+_LOSS = {"trainer.callbacks": _choose_by("val_loss", "min")}
 VARIANTS: dict[str, dict[str, object]] = {
     "recipe": {},
-    "prev": {"model.loss": "lambdarank", "data.val_by_task": False, "model.draft_prior": False},
-    "task_loss": {"model.loss": "lambdarank_task", "data.val_by_task": False, "model.draft_prior": False},
-    "task_val": {"model.loss": "lambdarank_task", "data.val_by_task": True, "model.draft_prior": False},
-    "recipe_taskval": {"model.loss": "lambdarank_task", "data.val_by_task": True, "model.draft_prior": True},
-    "task_prior": {"model.loss": "lambdarank_task", "data.val_by_task": False, "model.draft_prior": True},
-    "list_prior": {"model.loss": "lambdarank", "data.val_by_task": False, "model.draft_prior": True},
+    "prev": {"model.loss": "lambdarank", "data.val_by_task": False, "model.draft_prior": False, **_PEAK1},
+    "task_loss": {"model.loss": "lambdarank_task", "data.val_by_task": False, "model.draft_prior": False, **_PEAK1},
+    "task_val": {"model.loss": "lambdarank_task", "data.val_by_task": True, "model.draft_prior": False, **_PEAK1},
+    "recipe_taskval": {"model.loss": "lambdarank_task", "data.val_by_task": True, "model.draft_prior": True,
+                       **_PEAK1},
+    "task_prior": {"model.loss": "lambdarank_task", "data.val_by_task": False, "model.draft_prior": True, **_PEAK1},
+    "list_prior": {"model.loss": "lambdarank", "data.val_by_task": False, "model.draft_prior": True, **_PEAK1},
     "prior_wd4": {"model.loss": "lambdarank_task", "data.val_by_task": False, "model.draft_prior": True,
-                  "model.weight_decay": 1e-4},
+                  "model.weight_decay": 1e-4, **_PEAK1},
     "prior_wd3": {"model.loss": "lambdarank_task", "data.val_by_task": False, "model.draft_prior": True,
-                  "model.weight_decay": 1e-3},
-    "pair_task": {"model.loss": "pairwise_task", "data.val_by_task": False, "model.draft_prior": False},
-    "pair_prior": {"model.loss": "pairwise_task", "data.val_by_task": False, "model.draft_prior": True},
+                  "model.weight_decay": 1e-3, **_PEAK1},
+    "pair_task": {"model.loss": "pairwise_task", "data.val_by_task": False, "model.draft_prior": False, **_PEAK1},
+    "pair_prior": {"model.loss": "pairwise_task", "data.val_by_task": False, "model.draft_prior": True, **_PEAK1},
+    "sel_loss": {"data.val_by_task": False, **_LOSS},
+    "fixed30": {"data.val_by_task": False, "trainer.max_epochs": 30, "trainer.callbacks": [
+        {"class_path": "lightning.pytorch.callbacks.ModelCheckpoint", "init_args": {"save_last": True}}]},
+    "taskval_loss": {"model.loss": "lambdarank_task", "data.val_by_task": True, "model.draft_prior": True, **_LOSS},
+    "taskval2_loss": {"model.loss": "lambdarank_task", "data.val_by_task": True, "model.draft_prior": True,
+                      "data.val_fraction": 0.2, **_LOSS},
+    "recipe_wd4": {"model.weight_decay": 1e-4},
+    "recipe_wd3": {"model.weight_decay": 1e-3},
 }
 
 

@@ -69,18 +69,25 @@ class CostModelModule(L.LightningModule):
         if dm is not None and hasattr(dm, "scales") and self.trainer.ckpt_path is None:
             self.set_scales(dm.scales)
 
-    def training_step(self, b: Batch, batch_idx: int) -> torch.Tensor:
-        loss = self.loss_fn(self(b), b.y, b.task)
+    def _check_finite(self, loss: torch.Tensor, what: str, batch_idx: int) -> None:
         if not torch.isfinite(loss):
             raise TrainingDiverged(
-                f"training diverged: the {self.hparams.model} loss is {loss.item()} at epoch {self.current_epoch}, "
+                f"training diverged: the {self.hparams.model} {what} is {loss.item()} at epoch {self.current_epoch}, "
                 f"batch {batch_idx} (learning rate {self.hparams.lr}); no model written: lower the learning rate")
+
+    def training_step(self, b: Batch, batch_idx: int) -> torch.Tensor:
+        loss = self.loss_fn(self(b), b.y, b.task)
+        self._check_finite(loss, "loss", batch_idx)
         self.log("train_loss", loss, prog_bar=True, batch_size=b.size)
         return loss
 
     def validation_step(self, b: Batch, batch_idx: int) -> None:
         pred = self(b)
-        self.log("val_loss", self.loss_fn(pred, b.y, b.task), batch_size=b.size, sync_dist=True)
+        loss = self.loss_fn(pred, b.y, b.task)
+        # the recipe keeps the checkpoint by this loss: a NaN here would end training quietly
+        # (EarlyStopping stops on a non-finite score) and leave a diverged model to be written
+        self._check_finite(loss, "validation loss", batch_idx)
+        self.log("val_loss", loss, batch_size=b.size, sync_dist=True)
         self._val.append((pred.detach().cpu().numpy(), b.y.cpu().numpy(), b.task.cpu().numpy()))
 
     def on_validation_epoch_end(self) -> None:
