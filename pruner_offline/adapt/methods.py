@@ -212,7 +212,7 @@ class Guarded(Method):
             tuned = copy.deepcopy(self.pretrained)
             train_online(tuned, online, self.cfg, seed)
             train_online(self.finetuned, online, self.cfg, seed)
-            self.candidates = [*(mixed(self.pretrained, tuned, w) for w in MIXES), self.finetuned]
+            self.set_candidates(tuned)
             self.scored = len(online)
             self.retrains += 1
         c = choose(self.gains, self.cfg.evidence, self.moved, self.cfg.round_size)
@@ -223,6 +223,9 @@ class Guarded(Method):
         # a copy: the running fine-tune is trained in place at the next retrain
         self.predictor = copy.deepcopy(self.candidates[c - 1] if c else self.pretrained).eval()
         return True
+
+    def set_candidates(self, tuned: CostModelModule) -> None:
+        self.candidates = [*(mixed(self.pretrained, tuned, w) for w in MIXES), self.finetuned]
 
     @property
     def chosen(self) -> str:
@@ -256,7 +259,7 @@ class Guarded(Method):
         if "tuned" in state:
             tuned = copy.deepcopy(self.pretrained)
             tuned.load_state_dict(state["tuned"])
-            self.candidates = [*(mixed(self.pretrained, tuned, w) for w in MIXES), self.finetuned]
+            self.set_candidates(tuned)
 
 
 def make_method(name: str, pretrained: CostModelModule, cfg: AdaptConfig) -> Method:
