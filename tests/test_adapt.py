@@ -94,15 +94,15 @@ def h200_mini(tmp_path_factory):
     return load_model(r.model_file)[0], FeatureStore(store).load()
 
 
-def _replay(method, programs, cfg) -> list[float]:
-    """Feed the programs round by round; the mix after each round."""
+def _replay(method, programs, cfg) -> list[str]:
+    """Feed the programs round by round; guarded's chosen candidate after each round."""
     online = OnlineRecords()
     mixes = []
     for r, start in enumerate(range(0, len(programs), cfg.round_size), 1):
         for p in programs[start:start + cfg.round_size]:
             online.add(p)
         method.after_round(online, r)
-        mixes.append(method.mix)
+        mixes.append(method.chosen)
     return mixes
 
 
@@ -122,14 +122,14 @@ def test_guarded_moves_only_when_unseen_records_disagree_with_pretraining(h200_m
     stream = programs_of_store(d, order[~held[order]])
     cfg = AdaptConfig(retrain_every=2, epochs=10)
     same = make_method("guarded", module, cfg)
-    assert set(_replay(same, stream, cfg)) == {0.0}
+    assert set(_replay(same, stream, cfg)) == {"pretrained"}
     assert all(torch.equal(a, b) for a, b in zip(same.predictor.state_dict().values(), module.state_dict().values()))
     assert same.retrains == len(stream) // 20 and same.gains.shape[1] > 0  # it did retrain and judge
 
     flipped = make_method("guarded", module, cfg)
     mixes = _replay(flipped, _flipped(stream), cfg)
-    assert mixes[:2] == [0.0, 0.0]  # nothing to judge before the second retrain's round
-    assert mixes[-1] > 0.0
+    assert mixes[:2] == ["pretrained"] * 2  # nothing to judge before the second retrain's round
+    assert mixes[-1] != "pretrained"
     test = OnlineRecords(_flipped(programs_of_store(d, np.flatnonzero(held)))).data()
     rows = np.arange(len(test.records["label"]))
     acc = {name: pairwise_accuracy(m.predict_rows(lambda r: gather_batch(test, r), rows), test.records["label"],
@@ -156,9 +156,52 @@ def test_guarded_judges_only_records_its_tuned_copy_never_saw(h200_mini, tmp_pat
     np.testing.assert_array_equal(again.gains, g.gains)
     online = OnlineRecords(programs)
     assert g.after_round(online, 4) == again.after_round(online, 4)
-    assert g.mix == again.mix
+    assert g.choice == again.choice and g.moved == again.moved
     for a, b in zip(g.predictor.state_dict().values(), again.predictor.state_dict().values()):
         torch.testing.assert_close(a, b)
+
+
+def test_guarded_rule_gates_the_first_move_then_follows_the_leader():
+    """The evidence bar applies once: before it is cleared the pretrained model predicts even when a
+    candidate leads; after it, the candidate with the largest mean gain predicts, whatever its
+    standard error, and the pretrained model again when every mean gain is at or below 0."""
+    from pruner_offline.adapt.methods import CANDIDATES, choose
+
+    rng = np.random.default_rng(0)
+    noise = rng.standard_normal(40)
+    noise = (noise - noise.mean()) / noise.std(ddof=1)  # mean 0, std 1: standard error 1/sqrt(40)
+    se = 1 / np.sqrt(40)
+    gains = np.zeros((len(CANDIDATES) - 1, 40))
+    gains[1] = 1.5 * se + noise  # 1.5 standard errors: short of a bar of 2
+    gains[3] = 0.5 * se + noise
+    assert choose(gains, evidence=2.0, moved=False, min_records=10) == 0
+    assert choose(gains, evidence=1.0, moved=False, min_records=10) == 2  # the leader, index 1 + 1
+    assert choose(gains, evidence=2.0, moved=True, min_records=10) == 2
+    assert choose(gains[:, :5], evidence=0.0, moved=True, min_records=10) == 0  # too few records judged
+    gains[4] = 2.5 * se + noise  # a new leader (the running fine-tune)
+    assert CANDIDATES[choose(gains, evidence=2.0, moved=False, min_records=10)] == "finetune"
+    assert choose(-np.abs(gains), evidence=2.0, moved=True, min_records=10) == 0
+
+
+def test_guarded_candidates_include_the_finetune_method(setup):
+    """Guarded's running fine-tune is trained exactly as `finetune` trains its predictor (same
+    records, same seeds), so choosing it predicts what `finetune` would."""
+    store, model_file = setup
+    module, _ = load_model(model_file)
+    d = FeatureStore(store).load()
+    cfg = AdaptConfig(round_size=10, retrain_every=2, epochs=2)
+    g, ft = make_method("guarded", module, cfg), make_method("finetune", module, cfg)
+    online = OnlineRecords()
+    for r, p in enumerate(programs_of_store(d, tuning_order(d)[:60])):
+        online.add(p)
+        if (r + 1) % 10 == 0:
+            g.after_round(online, (r + 1) // 10)
+            ft.after_round(online, (r + 1) // 10)
+    assert g.retrains == ft.retrains == 3
+    for a, b in zip(g.candidates[-1].state_dict().values(), ft.predictor.state_dict().values()):
+        torch.testing.assert_close(a, b)
+    assert any(not torch.equal(a, b) for a, b in zip(g.candidates[-2].state_dict().values(),
+                                                     ft.predictor.state_dict().values()))
 
 
 def test_simulation_curves(setup):

@@ -26,7 +26,7 @@ from ..training.module import CostModelModule
 from .methods import AdaptConfig, Method, make_method
 from .online import OnlineProgram, OnlineRecords
 
-STATE_FORMAT = "pruner-offline-adapt-state/1"
+STATE_FORMAT = "pruner-offline-adapt-state/2"  # 2: guarded keeps a running fine-tune and its candidate choice
 
 
 class TargetMismatch(BadInput):

@@ -3,18 +3,22 @@
 - ``frozen``: the pretrained model, never updated.
 - ``scratch``: at every retrain, a freshly initialised network trained on the online records.
 - ``finetune``: the pretrained network, trained further on the online records at every retrain.
-- ``guarded`` (the default): moves away from the pretrained model only as far as records it had not
-  trained on show that it should. Every retrain fine-tunes a copy of the *pretrained* weights on all
-  online records; the weight-space mixes θ_w = (1−w)·θ_pretrained + w·θ_tuned, w ∈ {¼, ½, ¾, 1},
-  are then scored prequentially: every record measured after that retrain is, before the next one,
-  a record none of them saw, and each mix's gain over the pretrained model on it (good-pair ranking
-  accuracy, ``good_pair_scores``) joins one tally kept over the whole run. The mix with the largest
-  mean gain predicts once that mean is ``evidence`` standard errors above 0 (a one-sided paired test
-  over every record judged so far); until then, the pretrained model. Evidence piles up across
-  rounds instead of being judged afresh on each small batch, so a clear disagreement moves it
-  within a few rounds while noise does not. Mixing weights rather than scores keeps the predictor
-  an ordinary model (it is saved and loaded like any other); fine-tuned weights lie close to the
-  pretrained ones, where such mixes keep what both know (robust fine-tuning, WiSE-FT).
+- ``guarded`` (the default): moves away from the pretrained model only once records it had not
+  trained on show that it should, then follows whichever candidate those records favour. Every
+  retrain fine-tunes a copy of the *pretrained* weights on all online records (θ_t) and trains a
+  running fine-tune further (exactly as ``finetune``); the candidates are the weight-space mixes
+  θ_w = (1−w)·θ_pretrained + w·θ_t, w ∈ {¼, ½, ¾, 1}, and the running fine-tune. They are scored
+  prequentially: every record measured after a retrain is, before the next one, a record none of
+  them saw, and each candidate's gain over the pretrained model on it (good-pair ranking accuracy,
+  ``good_pair_scores``) joins one tally kept over the whole run. The pretrained model predicts until
+  some candidate's mean gain is ``evidence`` standard errors above 0 (a one-sided paired test over
+  every record judged so far); from then on the candidate with the largest mean gain predicts (the
+  pretrained model when none is above 0): the bar guards the first move, after which the choice
+  follows the evidence instead of waiting for each candidate to clear it again. Mixing weights
+  rather than scores keeps the predictor an ordinary model (it is saved and loaded like any
+  other); fine-tuned weights lie close to the pretrained ones, where such mixes keep what both know
+  (robust fine-tuning, WiSE-FT), and the running fine-tune is there for a device so unlike
+  pretraining that far more training than one retrain's pays.
 - ``moa``: momentum online adaptation (Pruner), as published. A momentum copy θ_s starts as the
   pretrained weights; at every retrain a network initialised from θ_s is trained on all online
   records and becomes the predictor, then θ_s ← m·θ_s + (1−m)·θ. Starting each fine-tune from the
@@ -143,7 +147,9 @@ class MoA(Method):
         self.momentum.load_state_dict(state["momentum"])
 
 
-MIXES = (0.0, 0.25, 0.5, 0.75, 1.0)
+MIXES = (0.25, 0.5, 0.75, 1.0)  # weights of the fresh tuned copy in guarded's mixed candidates
+# guarded's candidates: the pretrained model (0), the mixes (1-4), the running fine-tune (5)
+CANDIDATES = ("pretrained", *(f"mix {w:g}" for w in MIXES), "finetune")
 
 
 def mixed(a: CostModelModule, b: CostModelModule, w: float) -> CostModelModule:
@@ -171,71 +177,89 @@ def good_pair_scores(preds: list[np.ndarray], y: np.ndarray, task: np.ndarray, f
     return np.array(out, dtype=np.float64).T.reshape(len(preds), -1)
 
 
+def choose(gains: np.ndarray, evidence: float, moved: bool, min_records: int) -> int:
+    """Guarded's rule over the tally ``gains`` [candidates − 1, records judged]: 0 (the pretrained
+    model) until some candidate's mean gain is ``evidence`` standard errors above 0; once that has
+    happened (``moved``), the candidate with the largest mean gain, or 0 when no mean is above 0."""
+    n = gains.shape[1]
+    if n < max(min_records, 2):
+        return 0
+    mean = gains.mean(1)
+    bar = 0.0 if moved else evidence * gains.std(1, ddof=1) / np.sqrt(n)
+    ok = (mean > 0) & (mean > bar)
+    return 1 + int(np.argmax(np.where(ok, mean, -np.inf))) if ok.any() else 0
+
+
 class Guarded(Method):
     name = "guarded"
 
     def __init__(self, pretrained: CostModelModule, cfg: AdaptConfig):
         super().__init__(pretrained, cfg)
         self.pretrained = copy.deepcopy(pretrained).eval()
-        self.mixes: list[CostModelModule] = []  # the mixes w = MIXES[1:] of the latest tuned copy
-        self.scored = 0  # online records the latest tuned copy was trained on, or scored since
-        self.gains = np.zeros((len(MIXES) - 1, 0))  # per mix, per judged record: its gain over w = 0
-        self.mix = 0.0  # the weight of the tuned copy in the predictor
+        self.finetuned = copy.deepcopy(pretrained).eval()  # trained further at every retrain, as `finetune`
+        self.candidates: list[CostModelModule] = []  # CANDIDATES[1:] as of the latest retrain
+        self.scored = 0  # online records the latest candidates were trained on, or scored since
+        self.gains = np.zeros((len(CANDIDATES) - 1, 0))  # per candidate, per judged record: gain over 0
+        self.moved = False  # whether a candidate has ever cleared the evidence bar
+        self.choice = 0  # index into CANDIDATES of the predictor
 
     def after_round(self, online: OnlineRecords, rounds: int) -> bool:
-        if self.mixes and len(online) > self.scored:
+        if self.candidates and len(online) > self.scored:
             self.judge(online)
         retrain = rounds % self.cfg.retrain_every == 0 and len(online) >= 2
         if retrain:
+            seed = self.cfg.seed + self.retrains
             tuned = copy.deepcopy(self.pretrained)
-            train_online(tuned, online, self.cfg, self.cfg.seed + self.retrains)
-            self.mixes = [mixed(self.pretrained, tuned, w) for w in MIXES[1:]]
+            train_online(tuned, online, self.cfg, seed)
+            train_online(self.finetuned, online, self.cfg, seed)
+            self.set_candidates(tuned)
             self.scored = len(online)
             self.retrains += 1
-        w = self.choose()
-        if w == self.mix and not (retrain and w > 0):
+        c = choose(self.gains, self.cfg.evidence, self.moved, self.cfg.round_size)
+        self.moved = self.moved or c > 0
+        if c == self.choice and not (retrain and c > 0):
             return False
-        self.mix = w
-        self.predictor = self.mixes[MIXES.index(w) - 1] if w else copy.deepcopy(self.pretrained)
+        self.choice = c
+        # a copy: the running fine-tune is trained in place at the next retrain
+        self.predictor = copy.deepcopy(self.candidates[c - 1] if c else self.pretrained).eval()
         return True
 
+    def set_candidates(self, tuned: CostModelModule) -> None:
+        self.candidates = [*(mixed(self.pretrained, tuned, w) for w in MIXES), self.finetuned]
+
+    @property
+    def chosen(self) -> str:
+        return CANDIDATES[self.choice]
+
     def judge(self, online: OnlineRecords) -> None:
-        """Score the records that arrived since the latest retrain (which it never saw), with labels
-        from the whole online set, and add each mix's gain over the pretrained model to the tally."""
+        """Score the records that arrived since the latest retrain (which no candidate saw), with labels
+        from the whole online set, and add each candidate's gain over the pretrained model to the tally."""
         data = online.data()
         rows = np.arange(len(online))
-        preds = [m.predict_rows(lambda r: gather_batch(data, r), rows) for m in [self.pretrained, *self.mixes]]
+        preds = [m.predict_rows(lambda r: gather_batch(data, r), rows) for m in [self.pretrained, *self.candidates]]
         s = good_pair_scores(preds, data.records["label"], data.records["task_id"], rows >= self.scored)
         self.gains = np.concatenate([self.gains, s[1:] - s[0]], axis=1)
         self.scored = len(online)
 
-    def choose(self) -> float:
-        """The mix with the largest mean gain, among those whose gain is ``evidence`` standard errors
-        above 0 (a one-sided paired test over every record judged so far); else 0."""
-        n = self.gains.shape[1]
-        if n < max(self.cfg.round_size, 2):
-            return 0.0
-        mean = self.gains.mean(1)
-        se = self.gains.std(1, ddof=1) / np.sqrt(n)
-        ok = (mean > 0) & (mean > self.cfg.evidence * se)
-        return float(MIXES[1 + int(np.argmax(np.where(ok, mean, -np.inf)))]) if ok.any() else 0.0
-
     def state(self) -> dict[str, dict]:
-        tuned = {"tuned": self.mixes[-1].state_dict()} if self.mixes else {}
+        tuned = {"tuned": self.candidates[len(MIXES) - 1].state_dict()} if self.candidates else {}
         return {"predictor": self.predictor.state_dict(), "pretrained": self.pretrained.state_dict(),
-                "tally": {"gains": torch.from_numpy(self.gains), "scored": self.scored, "mix": self.mix,
-                          "retrains": self.retrains}, **tuned}
+                "finetuned": self.finetuned.state_dict(),
+                "tally": {"gains": torch.from_numpy(self.gains), "scored": self.scored, "choice": self.choice,
+                          "moved": self.moved, "retrains": self.retrains}, **tuned}
 
     def load_state(self, state: dict[str, dict]) -> None:
         super().load_state(state)
         self.pretrained.load_state_dict(state["pretrained"])
+        self.finetuned.load_state_dict(state["finetuned"])
         tally = state["tally"]
         self.gains = tally["gains"].numpy()
-        self.scored, self.mix, self.retrains = int(tally["scored"]), float(tally["mix"]), int(tally["retrains"])
+        self.scored, self.choice, self.retrains = int(tally["scored"]), int(tally["choice"]), int(tally["retrains"])
+        self.moved = bool(tally["moved"])
         if "tuned" in state:
             tuned = copy.deepcopy(self.pretrained)
             tuned.load_state_dict(state["tuned"])
-            self.mixes = [mixed(self.pretrained, tuned, w) for w in MIXES[1:]]
+            self.set_candidates(tuned)
 
 
 def make_method(name: str, pretrained: CostModelModule, cfg: AdaptConfig) -> Method:
