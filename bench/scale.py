@@ -3,9 +3,9 @@
     PYTHONPATH=. python bench/scale.py [--sizes 0.1 1] [--with-10m] [--batch 512] [--no-in-memory-above 5]
                                        [--max-batches N]
 
-SCALE ONLY: the stores are the featurized records of the bundled tenset-mini replicated
-(each copy as tasks and files of its own) to 0.1 M, 1 M (and, with --with-10m, 10 M, ~10 GB
-on disk) records. The copies carry no new information, so no accuracy is read from them.
+SCALE ONLY: the stores are the featurized records of the bundled tenset-mini replicated to
+0.1 M, 1 M (and, with --with-10m, 10 M, ~7 GB on disk) records, the copies merged into tasks of
+about TenSet's size (~3,700 records a task). The copies carry no new information, so no accuracy is read from them.
 They are written chunk by chunk into a temporary directory, removed afterwards.
 
 Each measurement runs in a fresh process: store setup (split, scales), then one epoch of PaCM
@@ -29,8 +29,15 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 
 
+# TenSet: 51.6 M records of 2,308 tasks on 6 devices, ~3,700 records a task file
+TENSET_RECORDS_PER_TASK = 3700
+
+
 def replicate(source: Path, out: Path, copies: int) -> int:
-    """Write ``copies`` of the store ``source`` to ``out``, one copy at a time; the number of records."""
+    """Write ``copies`` of the store ``source`` to ``out``, a block of copies at a time; the number
+    of records. Copies are merged into tasks (and their files) of about TenSet's records per task:
+    each copy of a task is another run of positions in it, so the table of tasks and files grows
+    with the records as TenSet's does, not with the copies."""
     import h5py
 
     from pruner_offline.store.reader import FeatureStore
@@ -38,8 +45,19 @@ def replicate(source: Path, out: Path, copies: int) -> int:
     from pruner_offline.store.writer import chunk_shape
 
     d = FeatureStore(source).load()
-    n, s = d.n_records, int(d.records["stmt_offset"][-1])
+    rec = d.records
+    n, s = d.n_records, int(rec["stmt_offset"][-1])
     n_tasks, n_files = len(d.task_keys), len(d.file_paths)
+    per_task = max(1, round(TENSET_RECORDS_PER_TASK / (n / n_tasks)))  # copies merged into one task
+    groups = -(-copies // per_task)
+    task_size = np.zeros(n_tasks, np.int64)
+    np.maximum.at(task_size, rec["task_id"], rec["position"].astype(np.int64) + 1)
+    file_lines = np.zeros(n_files, np.int64)
+    np.maximum.at(file_lines, rec["file_id"], rec["line"].astype(np.int64))
+    # what copy c adds to a column: (its group's) task and file ids; (its slot's) positions and lines
+    shift = {"task_id": lambda c: c // per_task * n_tasks, "file_id": lambda c: c // per_task * n_files,
+             "position": lambda c: c % per_task * task_size[rec["task_id"]],
+             "line": lambda c: c % per_task * file_lines[rec["file_id"]]}
     with h5py.File(source, "r") as src, h5py.File(out, "w") as f:
         f.attrs.update(dict(src.attrs))
 
@@ -49,8 +67,7 @@ def replicate(source: Path, out: Path, copies: int) -> int:
             return f.create_dataset(name, shape=shape, dtype=x.dtype, chunks=chunk_shape(shape, x.dtype.itemsize),
                                     compression="lzf")
 
-        shifted = {"task_id": n_tasks, "file_id": n_files}
-        arrays = {f"records/{k}": v for k, v in d.records.items() if k != "stmt_offset"}
+        arrays = {f"records/{k}": v for k, v in rec.items() if k != "stmt_offset"}
         arrays.update({k: getattr(d, k) for k in ("statements", "symbols", "dataflow", "steps")})
         targets = {k: dataset(k, x, s if k in STATEMENT_ARRAYS else n) for k, x in arrays.items()}
         # blocks of many copies: a write of part of a compressed chunk rereads and recompresses it
@@ -60,22 +77,26 @@ def replicate(source: Path, out: Path, copies: int) -> int:
             field = k.rpartition("/")[2]
             for c in range(0, copies, block):
                 m = min(block, copies - c)
-                tiled = np.concatenate([x + (c + i) * shifted[field] if field in shifted else x for i in range(m)])
+                tiled = np.concatenate([(x + shift[field](c + i)).astype(x.dtype) if field in shift else x
+                                        for i in range(m)])
                 targets[k][c * rows:(c + m) * rows] = tiled
-        counts = np.tile(d.records["stmt_offset"][1:] - d.records["stmt_offset"][:-1], copies)
+        counts = np.tile(rec["stmt_offset"][1:] - rec["stmt_offset"][:-1], copies)
         offsets = np.concatenate([[0], np.cumsum(counts)])
         f.create_dataset("records/stmt_offset", data=offsets, chunks=chunk_shape(offsets.shape, 8), compression="lzf")
+        in_group = np.minimum(per_task, copies - np.arange(groups) * per_task)  # copies in each group
         for group, names in INDEX_DATASETS.items():
             for name in names:
                 x = src[f"{group}/{name}"][...]
                 if group == "failures":
                     x = x[:0]
                 elif (group, name) in (("tasks", "key"), ("files", "path"), ("files", "task")):
-                    x = np.array([v + f"#copy{c}".encode() for c in range(copies) for v in x], dtype=object)
+                    x = np.array([v + f"#copy{g}".encode() for g in range(groups) for v in x], dtype=object)
                 elif (group, name) == ("files", "index"):
-                    x = np.arange(n_files * copies)
+                    x = np.arange(n_files * groups)
+                elif (group, name) == ("files", "records_read"):
+                    x = np.concatenate([x * k for k in in_group])
                 else:
-                    x = np.concatenate([x] * copies)
+                    x = np.concatenate([x] * groups)
                 f.create_dataset(f"{group}/{name}", data=x, dtype=src[f"{group}/{name}"].dtype)
     return n * copies
 
@@ -164,7 +185,8 @@ def main() -> None:
     n_source = FeatureStore(source).n_records
     sizes = args.sizes + ([10.0] if args.with_10m else [])
     epoch = f"the first {args.max_batches} batches of an epoch" if args.max_batches else "one epoch"
-    print(f"SCALE ONLY: tenset-mini ({n_source} records) replicated; no accuracy is measured. "
+    print(f"SCALE ONLY: tenset-mini ({n_source} records) replicated, in tasks of ~{TENSET_RECORDS_PER_TASK} records "
+          "as TenSet's; no accuracy is measured. "
           f"PaCM, {epoch} on CPU, batch {args.batch}")
     print(f"{'records':>9} {'path':<12} {'on disk':>8} {'setup s':>8} {'epoch s':>8} {'samples/s':>10} "
           f"{'peak RSS':>9}  vs in-memory (RSS, speed)")

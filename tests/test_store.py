@@ -121,6 +121,24 @@ def test_the_writer_holds_one_unit_at_a_time_in_whole_row_chunks(tmp_path):
     assert not (tmp_path / "bad.h5").exists()
 
 
+def test_the_layout_check_reads_columns_in_blocks_and_still_finds_a_bad_offset(tmp_path, monkeypatch):
+    from pruner_offline.store import reader
+
+    monkeypatch.setattr(reader, "BLOCK", 4)  # many blocks; the damage is in a late one
+    p = tmp_path / "s.h5"
+    write_store(p, [(i, _unit(i, 6, f"f{i}.json")) for i in range(3)], META, {})
+    FeatureStore(p)
+    with h5py.File(p, "a") as f:
+        f["records/stmt_offset"][15] += 1
+    with pytest.raises(StoreError, match="stmt_offset"):
+        FeatureStore(p)
+    write_store(p, [(i, _unit(i, 6, f"f{i}.json")) for i in range(3)], META, {})
+    with h5py.File(p, "a") as f:
+        f["records/task_id"][17] = 9
+    with pytest.raises(StoreError, match="task_id: ids outside"):
+        FeatureStore(p)
+
+
 def test_damaged_or_foreign_stores_are_refused(tmp_path):
     p = tmp_path / "s.h5"
     write_store(p, [(0, _unit(0, 4, "f.json"))], META, {})

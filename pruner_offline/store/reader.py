@@ -18,6 +18,7 @@ from .schema import (DENSE_ARRAYS, INDEX_DATASETS, RECORD_ARRAYS, ROW_SHAPES, ST
 
 
 RECORD_COLUMNS = (*RECORD_ARRAYS, "task_id", "file_id")  # the per-record datasets but stmt_offset
+BLOCK = 1 << 18  # rows a pass over whole per-record columns reads at a time
 
 
 @dataclass
@@ -172,14 +173,16 @@ class FeatureStore:
             _check_column(path, f"records/{k}", f[f"records/{k}"], np.dtype(dtype).kind, n)
         offsets = f["records/stmt_offset"]
         _check_column(path, "records/stmt_offset", offsets, "i", n + 1)
-        offsets = offsets[...]
-        s = int(offsets[-1])
+        s = int(offsets[n])
         for k in STATEMENT_ARRAYS + DENSE_ARRAYS:
             _check_rows(path, k, f[k], s if k in STATEMENT_ARRAYS else n)
         groups = {g: {k: f[f"{g}/{k}"] for k in names} for g, names in INDEX_DATASETS.items()}
-        steps = np.diff(offsets)
-        if offsets[0] != 0 or (steps < 0).any() or (steps != f["records/stmt_count"][...]).any():
-            raise StoreError(f"{path}: records/stmt_offset: does not start at 0 and step by stmt_count")
+        counts = f["records/stmt_count"]
+        for lo in range(0, n + 1, BLOCK):  # a block at a time: whole columns of a large store are GBs
+            off = offsets[lo:lo + BLOCK + 1]
+            steps = np.diff(off)
+            if (lo == 0 and off[0] != 0) or (steps < 0).any() or (steps != counts[lo:lo + len(steps)]).any():
+                raise StoreError(f"{path}: records/stmt_offset: does not start at 0 and step by stmt_count")
         for g, columns in groups.items():
             rows = _length(next(iter(columns.values())))
             for k, d in columns.items():
@@ -190,9 +193,11 @@ class FeatureStore:
         n_files, n_tasks = len(groups["files"]["path"]), len(groups["tasks"]["key"])
         for name, bound in (("records/file_id", n_files), ("records/task_id", n_tasks),
                             ("failures/file_id", n_files)):
-            ids = f[name][...]
-            if len(ids) and (ids.min() < 0 or ids.max() >= bound):
-                raise StoreError(f"{path}: {name}: ids outside 0..{bound - 1}")
+            ids = f[name]
+            for lo in range(0, len(ids), BLOCK):
+                block = ids[lo:lo + BLOCK]
+                if block.min() < 0 or block.max() >= bound:
+                    raise StoreError(f"{path}: {name}: ids outside 0..{bound - 1}")
         for i, text in enumerate(f["tasks/networks"][...]):
             try:
                 nets = json.loads(text)

@@ -16,10 +16,9 @@ from typing import Callable, Iterator
 import h5py
 import numpy as np
 
-from ..store.reader import FeatureStore
+from ..store.reader import BLOCK, FeatureStore
 from ..tenset.splits import SplitError, SplitSpec, test_mask
 
-BLOCK = 1 << 18  # records per block: ~3 MB of the three columns, ~10 MB with the temporaries
 _BUCKET_SHIFT = np.uint64(48)  # 65536 key buckets in the streaming selection
 
 
@@ -88,16 +87,20 @@ def split_rows(store: FeatureStore, spec: SplitSpec, seed: int, val_fraction: fl
 
         def is_val(rows: np.ndarray, task: np.ndarray) -> np.ndarray:
             return row_keys(rows, seed) <= limit if limit is not None else np.zeros(len(rows), dtype=bool)
-    train_parts, val_parts = [], []
+    # the training rows fill one array of the size pass 1 counted (validation ones are taken out as
+    # they come): a list of parts joined at the end would hold them twice
+    train_rows, n, val_parts = np.empty(n_train, dtype), 0, []
     for train, task, _ in train_and_test():
         v = is_val(train, task)
         val_parts.append(train[v])
-        train_parts.append(train[~v])
+        kept = train[~v]
+        train_rows[n:n + len(kept)] = kept
+        n += len(kept)
 
     def joined(parts: list[np.ndarray]) -> np.ndarray:
         return np.concatenate(parts) if parts else np.zeros(0, dtype)
 
-    return SplitRows(joined(train_parts), joined(val_parts), joined(test), labelled)
+    return SplitRows(train_rows[:n], joined(val_parts), joined(test), labelled)
 
 
 def _kth_key(blocks: Callable[[], Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]], buckets: np.ndarray,
