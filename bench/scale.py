@@ -1,12 +1,14 @@
 """Memory and speed of one PaCM training epoch as the store grows: out-of-core against in-memory.
 
     PYTHONPATH=. python bench/scale.py [--sizes 0.1 1] [--with-10m] [--batch 512] [--no-in-memory-above 5]
-                                       [--max-batches N]
+                                       [--max-batches N] [--write]
 
 SCALE ONLY: the stores are the featurized records of the bundled tenset-mini replicated to
 0.1 M, 1 M (and, with --with-10m, 10 M, ~7 GB on disk) records, the copies merged into tasks of
 about TenSet's size (~3,700 records a task). The copies carry no new information, so no accuracy is read from them.
-They are written chunk by chunk into a temporary directory, removed afterwards.
+They are written chunk by chunk into a temporary directory, removed afterwards. ``--write`` also
+times the store writer (what featurize and merge end with) over as many copies of the record files,
+each loaded only when it is written.
 
 Each measurement runs in a fresh process: store setup (split, scales), then one epoch of PaCM
 training on CPU. Prints peak RSS, samples/s, and the ratios of the out-of-core path to the
@@ -132,24 +134,45 @@ def one(store: str, in_memory: bool, batch: int, max_batches: int = 0) -> dict:
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
-def rewrite(store: str) -> dict:
-    """``merge`` of the store as one shard: every unit read back and written into a new store, the
-    path a featurize run takes from its parts to the store."""
-    from pruner_offline.store.merge import merge
+def write(source: str, copies: int, out: str) -> dict:
+    """The store writer (the step featurize and merge end with) over ``copies`` of the record files
+    of ``source``, each loaded only when it is written; its speed and this process's peak RSS."""
+    from dataclasses import replace
 
-    out = Path(store).with_suffix(".merged.h5")
+    from pruner_offline.store.reader import FeatureStore
+    from pruner_offline.store.schema import LazyUnit, UnitFeatures
+    from pruner_offline.store.writer import write_store
+
+    store = FeatureStore(source)
+    units = [u for _, u in store.units()]
+
+    def copy_of(unit: LazyUnit, c: int) -> LazyUnit:
+        head = replace(unit.header, file=f"{unit.header.file}#copy{c}",
+                       workload_key=f"{unit.header.workload_key}#copy{c}")
+
+        def load() -> UnitFeatures:
+            return UnitFeatures(head.file, head.device, head.workload_key, head.target_kind, unit.load().arrays,
+                                head.failures, head.records_read)
+        return LazyUnit(head, load)
+
+    lazy = [(c * len(units) + i, copy_of(u, c)) for c in range(copies) for i, u in enumerate(units)]
     start = time.perf_counter()
-    n = merge(out, [Path(store)])
+    write_store(Path(out), lazy, store.meta, {})
     seconds = time.perf_counter() - start
-    out.unlink()
+    n = FeatureStore(out).n_records
+    Path(out).unlink()
     return {"seconds": seconds, "records_per_s": n / seconds,
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
-def measure(store: Path, in_memory: bool, batch: int, max_batches: int, merge: bool = False) -> dict:
-    mode = ["--one-merge", str(store)] if merge else ["--one", str(store)]
-    out = subprocess.run([sys.executable, __file__, *mode, "--batch", str(batch), "--max-batches", str(max_batches)]
-                         + (["--in-memory"] if in_memory else []), capture_output=True, text=True)
+def measure(store: Path, in_memory: bool, batch: int, max_batches: int) -> dict:
+    return _run(["--one", str(store), "--batch", str(batch), "--max-batches", str(max_batches)]
+                + (["--in-memory"] if in_memory else []))
+
+
+def _run(args: list[str]) -> dict:
+    """This script's ``args`` in a fresh process: its last line, as JSON."""
+    out = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True)
     if out.returncode:
         return {"failed": (out.stderr.strip().splitlines() or ["?"])[-1]}
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -165,17 +188,17 @@ def main() -> None:
     ap.add_argument("--no-in-memory-above", type=float, default=5.0,
                     help="millions of records above which the in-memory path is not tried")
     ap.add_argument("--cache", type=Path, default=REPO / "runs" / "features", help="featurized tenset-mini")
-    ap.add_argument("--merge", action="store_true", help="also time rewriting each store (merge), "
-                    "the store-writing step of featurize, and its peak RSS")
+    ap.add_argument("--write", action="store_true", help="also time the store writer (featurize's and "
+                    "merge's last step) on each size, and its peak RSS")
     ap.add_argument("--one", help=argparse.SUPPRESS)
-    ap.add_argument("--one-merge", help=argparse.SUPPRESS)
+    ap.add_argument("--one-write", nargs=3, help=argparse.SUPPRESS)
     ap.add_argument("--in-memory", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
         print(json.dumps(one(args.one, args.in_memory, args.batch, args.max_batches)))
         return
-    if args.one_merge:
-        print(json.dumps(rewrite(args.one_merge)))
+    if args.one_write:
+        print(json.dumps(write(args.one_write[0], int(args.one_write[1]), args.one_write[2])))
         return
     from pruner_offline.build_store import FeaturizeSettings, cached_store
 
@@ -215,9 +238,9 @@ def main() -> None:
                     if first_ooc[0] != n:
                         print(f"{'':>9} out-of-core peak RSS at {n} / at {first_ooc[0]} records: "
                               f"{r['peak_rss_mb'] / first_ooc[1]['peak_rss_mb']:.2f}x", flush=True)
-            if args.merge:
-                r = measure(store, False, args.batch, args.max_batches, merge=True)
-                print(f"{n:>9} {'merge':<12} " + (f"failed: {r['failed']}" if "failed" in r else
+            if args.write:
+                r = _run(["--one-write", str(source), str(copies), str(store.with_suffix(".written.h5"))])
+                print(f"{n:>9} {'writer':<12} " + (f"failed: {r['failed']}" if "failed" in r else
                       f"{r['seconds']:>8.1f}s {r['records_per_s']:>10.0f} records/s, peak RSS {r['peak_rss_mb']:.0f}MB"),
                       flush=True)
             store.unlink()
