@@ -283,9 +283,13 @@ class FeatureStore:
         return f"featurizing failed on {len(failures)} records, e.g. {path}:{line}: {reason}"
 
     def units(self) -> list[tuple[int, LazyUnit]]:
-        """The store split back into its record files (for merging shards), each read when loaded."""
-        index = self.index()
+        """The store split back into its record files (for merging shards), each read when loaded;
+        the headers come from a pass over the file and record ids, a block at a time."""
+        tables = self.tables()
+        n_files = len(tables.file_paths)
         failures: dict[int, list[tuple[int, str]]] = {}
+        records = np.zeros(n_files, np.int64)
+        statements = np.zeros(n_files, np.int64)
         with h5py.File(self.path, "r") as f:
             file_index = f["files/index"][...]
             read = f["files/records_read"][...]
@@ -293,19 +297,23 @@ class FeatureStore:
             for fid, line, reason in zip(f["failures/file_id"][...], f["failures/line"][...],
                                          f["failures/reason"][...]):
                 failures.setdefault(int(fid), []).append((int(line), reason.decode()))
-        rec = index.records
-        offsets = rec["stmt_offset"]
-        if (np.diff(rec["file_id"]) < 0).any():
-            raise StoreError(f"{self.path}: records are not in file order, so it cannot be split into its files")
-        bounds = np.searchsorted(rec["file_id"], np.arange(len(index.file_paths) + 1))
-        reader = _UnitReader(self, index)
+            last = 0
+            for lo in range(0, tables.n_records, BLOCK):
+                fid = f["records/file_id"][lo:lo + BLOCK]
+                if fid[0] < last or (np.diff(fid) < 0).any():
+                    raise StoreError(f"{self.path}: records are not in file order, so it cannot be split "
+                                     "into its files")
+                last = int(fid[-1])
+                records += np.bincount(fid, minlength=n_files)
+                statements += np.bincount(fid, f["records/stmt_count"][lo:lo + BLOCK], n_files).astype(np.int64)
+        starts = np.concatenate([[0], np.cumsum(records)])
+        reader = _UnitReader(self)
         out = []
-        for fid, path in enumerate(index.file_paths):
-            lo, hi = int(bounds[fid]), int(bounds[fid + 1])
+        for fid, path in enumerate(tables.file_paths):
             key, _, kind = file_tasks[fid].rpartition("|")
-            header = UnitHeader(path, index.file_devices[fid], key, kind, failures.get(fid, []), int(read[fid]),
-                                hi - lo, int(offsets[hi] - offsets[lo]))
-            out.append((int(file_index[fid]), LazyUnit(header, partial(reader.read, header, lo, hi))))
+            header = UnitHeader(path, tables.file_devices[fid], key, kind, failures.get(fid, []), int(read[fid]),
+                                int(records[fid]), int(statements[fid]))
+            out.append((int(file_index[fid]), LazyUnit(header, partial(reader.read, header, int(starts[fid])))))
         return out
 
 
@@ -313,20 +321,24 @@ class _UnitReader:
     """Reads a store's units in turn through one open handle, whose chunk cache decompresses the
     chunks neighbouring units share once."""
 
-    def __init__(self, store: FeatureStore, index: StoreIndex):
-        self.store, self.index, self._file = store, index, None
+    def __init__(self, store: FeatureStore):
+        self.store, self._file = store, None
         self._datasets: dict[str, h5py.Dataset] = {}
 
-    def read(self, header: UnitHeader, lo: int, hi: int) -> UnitFeatures:
+    def read(self, header: UnitHeader, lo: int) -> UnitFeatures:
+        """The unit ``header`` describes, whose records start at store row ``lo``."""
         if self._file is None:  # datasets stay open too: the chunk cache is a dataset's
             self._file = h5py.File(self.store.path, "r", rdcc_nbytes=64 << 20, rdcc_nslots=100003)
-            self._datasets = {k: self._file[k] for k in STATEMENT_ARRAYS + DENSE_ARRAYS}
-        rec, f = self.index.records, self._datasets
-        s_lo, s_hi = int(rec["stmt_offset"][lo]), int(rec["stmt_offset"][hi])
-        arrays = {k: rec[k][lo:hi] for k in RECORD_ARRAYS}
-        arrays.update({k: f[k][s_lo:s_hi] for k in STATEMENT_ARRAYS})
+            self._datasets = {k: self._file[f"records/{k}"] for k in (*RECORD_ARRAYS, "stmt_offset")}
+            self._datasets.update({k: self._file[k] for k in STATEMENT_ARRAYS + DENSE_ARRAYS})
+        f, hi = self._datasets, lo + header.n_records
+        offsets = f["stmt_offset"][lo:hi + 1]
+        arrays = {k: f[k][lo:hi] for k in RECORD_ARRAYS}
+        arrays.update({k: f[k][offsets[0]:offsets[-1]] for k in STATEMENT_ARRAYS})
         arrays.update({k: f[k][lo:hi] for k in DENSE_ARRAYS})
-        self.store.check_numbers({k: arrays[k] for k in STATEMENT_ARRAYS + DENSE_ARRAYS}, lo, s_lo)
+        self.store.check_numbers({**{k: arrays[k] for k in STATEMENT_ARRAYS + DENSE_ARRAYS},
+                                  **{f"records/{k}": arrays[k] for k in ("label", "draft_score")}},
+                                 lo, int(offsets[0]))
         return UnitFeatures(header.file, header.device, header.workload_key, header.target_kind, arrays,
                             header.failures, header.records_read)
 
