@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from pruner_offline.models.batch import Batch
-from pruner_offline.store.reader import FeatureStore, RowReader
+from pruner_offline.store.reader import FeatureStore, RowReader, open_file, open_rows
 from pruner_offline.store.schema import StoreError
 from pruner_offline.training.data import ChunkStream, StoreDataModule, gather_batch
 from pruner_offline.training.evaluate import evaluate_module
@@ -117,6 +117,28 @@ def test_reader_opens_its_file_in_each_process(store):
     ooc.num_workers = 2  # forked workers, after this process opened the file
     served = list(ooc.train_dataloader())
     assert _records(served) == _records([ooc.gather(ooc.train_rows)])
+
+
+def test_readers_hold_a_chunk_cache_of_their_chunks_not_hdf5s_default(store, tmp_path):
+    """HDF5 2.0 caches 8 MB a dataset; at 10 M records RowReader's ~15 datasets held ~100 MB
+    (bench/scale.py). A reader's cache is what a run of rows needs: two of the writer's whole-row
+    chunks; a store chunked across columns (h5py's own guess for tall arrays) gets its rows' width."""
+    _, ooc = _modules(store)
+    ooc.reader.read(ooc.train_rows[:10])
+    for name, d in ooc.reader._datasets.items():
+        _, nbytes, _ = d.id.get_access_plist().get_chunk_cache()
+        assert nbytes == 1 << 20, name
+    with open_file(store) as f:
+        assert f.id.get_access_plist().get_cache()[2] == 1 << 20
+    legacy = tmp_path / "columns.h5"
+    with h5py.File(legacy, "w") as f:
+        f.create_dataset("statements", data=np.arange(4000 * 30, dtype=np.float32).reshape(4000, 30),
+                         chunks=(2000, 1), compression="lzf")
+    with open_file(legacy) as f:
+        d = open_rows(f, "statements")
+        _, nbytes, _ = d.id.get_access_plist().get_chunk_cache()
+        assert nbytes >= 30 * 2000 * 4  # every chunk a row crosses
+        np.testing.assert_array_equal(d[1999:2001, 29], [1999 * 30 + 29, 2000 * 30 + 29])
 
 
 def test_bad_numbers_are_refused_in_the_chunk_that_holds_them(store, tmp_path):

@@ -19,6 +19,30 @@ from .schema import (DENSE_ARRAYS, INDEX_DATASETS, RECORD_ARRAYS, ROW_SHAPES, ST
 
 RECORD_COLUMNS = (*RECORD_ARRAYS, "task_id", "file_id")  # the per-record datasets but stmt_offset
 BLOCK = 1 << 18  # rows a pass over whole per-record columns reads at a time
+# HDF5 2.0 gives every open dataset an 8 MB chunk cache; a reader of a dozen datasets that reads a
+# 10 M-record store filled them all (~100 MB, kept by the allocator after the file closed). Passes
+# over a store read each chunk once; only a run of rows that ends inside a chunk reads it again
+_READ_CACHE = 1 << 20
+
+
+def open_file(path: Union[str, Path]) -> h5py.File:
+    """A store file opened for reading, with small chunk caches (``open_rows`` sizes its own)."""
+    return h5py.File(path, "r", rdcc_nbytes=_READ_CACHE, rdcc_nslots=521)
+
+
+def open_rows(f: h5py.File, name: str) -> h5py.Dataset:
+    """Dataset ``name`` of ``f`` opened for reading runs of rows in order: its chunk cache holds
+    the chunks one row crosses, twice over, so that the chunks a run ends in are still decompressed
+    when the next run starts there. The writer's chunks are whole rows (one chunk a row); a store
+    chunked across columns gets a cache as wide as its rows, however large the store."""
+    d = f[name]
+    if d.chunks is None:
+        return d
+    across = int(np.prod([-(-n // c) for n, c in zip(d.shape[1:], d.chunks[1:])]))
+    nbytes = max(_READ_CACHE, 2 * across * int(np.prod(d.chunks)) * d.dtype.itemsize)
+    dapl = h5py.h5p.create(h5py.h5p.DATASET_ACCESS)
+    dapl.set_chunk_cache(max(521, 8 * across + 1), nbytes, 1.0)
+    return h5py.Dataset(h5py.h5d.open(f.id, name.encode(), dapl))
 
 
 @dataclass
@@ -145,7 +169,7 @@ class FeatureStore:
     def __init__(self, path: Union[str, Path], expect_schema: Optional[str] = None):
         self.path = Path(path)
         try:
-            with h5py.File(self.path, "r") as f:
+            with open_file(self.path) as f:
                 fmt = f.attrs.get("store_format")
                 if fmt != STORE_FORMAT:
                     raise StoreError(f"{self.path}: not a pruner-offline feature store (format {fmt!r})")
@@ -208,11 +232,11 @@ class FeatureStore:
 
     @property
     def n_records(self) -> int:
-        with h5py.File(self.path, "r") as f:
+        with open_file(self.path) as f:
             return int(f["records/line"].shape[0])
 
     def tables(self) -> StoreTables:
-        with h5py.File(self.path, "r") as f:
+        with open_file(self.path) as f:
             return StoreTables(
                 n_records=int(f["records/line"].shape[0]),
                 task_keys=[k.decode() for k in f["tasks/key"][...]],
@@ -224,7 +248,7 @@ class FeatureStore:
     def index(self) -> StoreIndex:
         """The per-record columns and tables, without features; labels and draft scores checked."""
         tables = self.tables()
-        with h5py.File(self.path, "r") as f:
+        with open_file(self.path) as f:
             records = {k: f[f"records/{k}"][...] for k in f["records"]}
         index = StoreIndex(records, tables.task_keys, tables.task_networks, tables.file_paths, tables.file_devices)
         self.check_numbers({f"records/{k}": records[k] for k in ("label", "draft_score")})
@@ -234,7 +258,7 @@ class FeatureStore:
         """Every record with its features, checked (here, not on open: it reads them all); the TLP
         step vectors, by far the largest array, only ``with_steps``."""
         index = self.index()
-        with h5py.File(self.path, "r") as f:
+        with open_file(self.path) as f:
             features = {k: f[k][...] for k in STATEMENT_ARRAYS + DENSE_ARRAYS if with_steps or k != "steps"}
         self.check_numbers(features)
         features.setdefault("steps", no_steps(index.n_records))
@@ -251,7 +275,7 @@ class FeatureStore:
 
     def _origin(self, name: str, row: int) -> str:
         """file:line of the record that row ``row`` of array ``name`` belongs to."""
-        with h5py.File(self.path, "r") as f:
+        with open_file(self.path) as f:
             record = (int(np.searchsorted(f["records/stmt_offset"][...], row, side="right") - 1)
                       if name in STATEMENT_ARRAYS else row)
             path = f["files/path"][int(f["records/file_id"][record])].decode()
@@ -259,17 +283,17 @@ class FeatureStore:
 
     def has_step_vectors(self) -> bool:
         """Whether any record carries Ansor steps (TenSet sources do, MetaSchedule ones do not)."""
-        with h5py.File(self.path, "r") as f:
+        with open_file(self.path) as f:
             steps = f["steps"]
             return any(steps[i:i + 4096].any() for i in range(0, steps.shape[0], 4096))
 
     def task_networks(self) -> dict[str, dict[str, int]]:
-        with h5py.File(self.path, "r") as f:
+        with open_file(self.path) as f:
             return {k.decode(): json.loads(v) for k, v in zip(f["tasks/key"][...], f["tasks/networks"][...])}
 
     def failures(self) -> list[tuple[str, int, str]]:
         """(file, line, reason) of every record whose replay or featurization failed."""
-        with h5py.File(self.path, "r") as f:
+        with open_file(self.path) as f:
             paths = [p.decode() for p in f["files/path"][...]]
             return [(paths[i], int(line), r.decode()) for i, line, r in
                     zip(f["failures/file_id"][...], f["failures/line"][...], f["failures/reason"][...])]
@@ -290,7 +314,7 @@ class FeatureStore:
         failures: dict[int, list[tuple[int, str]]] = {}
         records = np.zeros(n_files, np.int64)
         statements = np.zeros(n_files, np.int64)
-        with h5py.File(self.path, "r") as f:
+        with open_file(self.path) as f:
             file_index = f["files/index"][...]
             read = f["files/records_read"][...]
             file_tasks = [t.decode() for t in f["files/task"][...]]
@@ -328,9 +352,9 @@ class _UnitReader:
     def read(self, header: UnitHeader, lo: int) -> UnitFeatures:
         """The unit ``header`` describes, whose records start at store row ``lo``."""
         if self._file is None:  # datasets stay open too: the chunk cache is a dataset's
-            self._file = h5py.File(self.store.path, "r", rdcc_nbytes=64 << 20, rdcc_nslots=100003)
-            self._datasets = {k: self._file[f"records/{k}"] for k in (*RECORD_ARRAYS, "stmt_offset")}
-            self._datasets.update({k: self._file[k] for k in STATEMENT_ARRAYS + DENSE_ARRAYS})
+            self._file = open_file(self.store.path)
+            self._datasets = {k: open_rows(self._file, f"records/{k}") for k in (*RECORD_ARRAYS, "stmt_offset")}
+            self._datasets.update({k: open_rows(self._file, k) for k in STATEMENT_ARRAYS + DENSE_ARRAYS})
         f, hi = self._datasets, lo + header.n_records
         offsets = f["stmt_offset"][lo:hi + 1]
         arrays = {k: f[k][lo:hi] for k in RECORD_ARRAYS}
@@ -375,9 +399,9 @@ class RowReader:
     def _read(self, rows: np.ndarray, names: tuple[str, ...]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
         if self._file is None or self._pid != os.getpid():
             # datasets stay open: each keeps its chunk cache between reads
-            self._file, self._pid = h5py.File(self.store.path, "r"), os.getpid()
-            self._datasets = {k: self._file[f"records/{k}"] for k in (*RECORD_COLUMNS, "stmt_offset")}
-            self._datasets.update({k: self._file[k] for k in STATEMENT_ARRAYS + DENSE_ARRAYS})
+            self._file, self._pid = open_file(self.store.path), os.getpid()
+            self._datasets = {k: open_rows(self._file, f"records/{k}") for k in (*RECORD_COLUMNS, "stmt_offset")}
+            self._datasets.update({k: open_rows(self._file, k) for k in STATEMENT_ARRAYS + DENSE_ARRAYS})
         f = self._datasets
         datasets = {k: f[k] for k in f if k in names or k in RECORD_COLUMNS}
         parts: dict[str, list[np.ndarray]] = {k: [] for k in datasets}

@@ -13,10 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-import h5py
 import numpy as np
 
-from ..store.reader import BLOCK, FeatureStore
+from ..store.reader import BLOCK, FeatureStore, open_file
 from ..tenset.splits import SplitError, SplitSpec, test_mask
 
 _BUCKET_SHIFT = np.uint64(48)  # 65536 key buckets in the streaming selection
@@ -43,7 +42,7 @@ def row_keys(rows: np.ndarray, seed: int) -> np.ndarray:
 
 
 def _blocks(store: FeatureStore, names: tuple[str, ...]) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
-    with h5py.File(store.path, "r") as f:
+    with open_file(store.path) as f:
         n = f["records/line"].shape[0]
         for lo in range(0, n, BLOCK):
             yield lo, {k: f[f"records/{k}"][lo:lo + BLOCK] for k in names}
