@@ -84,10 +84,17 @@ def test_weight_mixes_end_at_both_models(setup):
 
 
 @pytest.fixture(scope="module")
-def h200_mini(tmp_path_factory):
+def h200_store(tmp_path_factory):
+    """The bundled real H200 records, featurized with the H200 constants."""
+    root = tmp_path_factory.mktemp("h200_store")
+    return cached_store(FeaturizeSettings(str(REPO / "datasets" / "h200-ms-mini"), gpu="h200"), root / "cache")[0]
+
+
+@pytest.fixture(scope="module")
+def h200_mini(tmp_path_factory, h200_store):
     """PaCM pretrained on the bundled real H200 records, and those records as a tuning stream."""
     root = tmp_path_factory.mktemp("h200")
-    store, _ = cached_store(FeaturizeSettings(str(REPO / "datasets" / "h200-ms-mini"), gpu="h200"), root / "cache")
+    store = h200_store
     r = pretrain(store, "pacm", "within_task", root / "pre", max_epochs=15, progress=False,
                  feature_schema=str(FeatureStore(store).meta.get("feature_schema", "")),
                  extra_configs=[_no_prior(root)])
@@ -114,8 +121,9 @@ def _flipped(programs):
 def test_guarded_moves_only_when_unseen_records_disagree_with_pretraining(h200_mini):
     """Real H200 programs, pretrained on. Measured as pretraining knew them, the tuned copy never
     ranks the records it had not seen clearly better: guarded keeps the pretrained model. Measured
-    on a device that ranks them the other way round, the unseen records say so after a few rounds
-    and guarded moves to the tuned copy, which then ranks held-out records of that device better."""
+    on a device that ranks them the other way round, the pretrained model ranks the first records
+    worse than a coin, so guarded leaves it at the first retrain, and ends on a candidate that ranks
+    held-out records of that device better."""
     module, d = h200_mini
     held = held_out_rows(d, 0.25)
     order = tuning_order(d)
@@ -128,7 +136,7 @@ def test_guarded_moves_only_when_unseen_records_disagree_with_pretraining(h200_m
 
     flipped = make_method("guarded", module, cfg)
     mixes = _replay(flipped, _flipped(stream), cfg)
-    assert mixes[:2] == ["pretrained"] * 2  # nothing to judge before the second retrain's round
+    assert mixes[:2] == ["pretrained", "finetune"]  # no candidate before the first retrain, then no guard
     assert mixes[-1] != "pretrained"
     test = OnlineRecords(_flipped(programs_of_store(d, np.flatnonzero(held)))).data()
     rows = np.arange(len(test.records["label"]))
@@ -162,25 +170,63 @@ def test_guarded_judges_only_records_its_tuned_copy_never_saw(h200_mini, tmp_pat
 
 
 def test_guarded_rule_gates_the_first_move_then_follows_the_leader():
-    """The evidence bar applies once: before it is cleared the pretrained model predicts even when a
-    candidate leads; after it, the candidate with the largest mean gain predicts, whatever its
-    standard error, and the pretrained model again when every mean gain is at or below 0."""
+    """The default model predicts until another candidate's mean gain over it clears the bar, even when
+    a candidate leads; once the predictor has left it, the candidate with the largest mean gain
+    predicts, whatever its standard error, and the pretrained model again when every mean gain is at
+    or below 0. The bar is paired against whichever model is the default."""
     from pruner_offline.adapt.methods import CANDIDATES, choose
 
     rng = np.random.default_rng(0)
     noise = rng.standard_normal(40)
     noise = (noise - noise.mean()) / noise.std(ddof=1)  # mean 0, std 1: standard error 1/sqrt(40)
     se = 1 / np.sqrt(40)
+    finetune = len(CANDIDATES) - 1
     gains = np.zeros((len(CANDIDATES) - 1, 40))
     gains[1] = 1.5 * se + noise  # 1.5 standard errors: short of a bar of 2
     gains[3] = 0.5 * se + noise
-    assert choose(gains, evidence=2.0, moved=False, min_records=10) == 0
-    assert choose(gains, evidence=1.0, moved=False, min_records=10) == 2  # the leader, index 1 + 1
-    assert choose(gains, evidence=2.0, moved=True, min_records=10) == 2
-    assert choose(gains[:, :5], evidence=0.0, moved=True, min_records=10) == 0  # too few records judged
+    assert choose(gains, evidence=2.0, default=0, moved=False, min_records=10) == 0
+    assert choose(gains, evidence=1.0, default=0, moved=False, min_records=10) == 2  # the leader, index 1 + 1
+    assert choose(gains, evidence=2.0, default=0, moved=True, min_records=10) == 2
+    assert choose(gains[:, :5], evidence=0.0, default=0, moved=False, min_records=10) == 0  # too few judged
+    assert choose(gains[:, :5], evidence=0.0, default=finetune, moved=False, min_records=10) == finetune
+    # the running fine-tune as the default: the bar is paired against it, the pretrained model included
+    below = np.zeros_like(gains)
+    below[4] = -1.5 * se + noise  # every other candidate 1.5 standard errors above the fine-tune
+    assert choose(below, evidence=2.0, default=finetune, moved=False, min_records=10) == finetune
+    below[4] = -3 * se + noise  # 3: they all clear the bar, and the pretrained model comes first on the tie
+    assert choose(below, evidence=2.0, default=finetune, moved=False, min_records=10) == 0
     gains[4] = 2.5 * se + noise  # a new leader (the running fine-tune)
-    assert CANDIDATES[choose(gains, evidence=2.0, moved=False, min_records=10)] == "finetune"
-    assert choose(-np.abs(gains), evidence=2.0, moved=True, min_records=10) == 0
+    assert CANDIDATES[choose(gains, evidence=2.0, default=0, moved=False, min_records=10)] == "finetune"
+    assert choose(-np.abs(gains), evidence=2.0, default=0, moved=True, min_records=10) == 0
+
+
+def test_guard_is_dropped_at_the_first_retrain_only_for_a_pretrained_model_no_better_than_a_coin(h200_store):
+    """Real H200 programs as the new device's first records. The bundled CPU model ranks their good
+    pairs no better than a coin (the cross-target case): guarded predicts with the fine-tune from the
+    first retrain on. The bundled H200 model ranks them far better than a coin: guarded keeps it,
+    although the fine-tune on the same records is the same network the CPU run moved to."""
+    from pruner_offline.adapt.methods import better_than_chance, good_pair_scores
+
+    d = FeatureStore(h200_store).load()
+    stream = programs_of_store(d, tuning_order(d)[:40])
+    cfg = AdaptConfig(retrain_every=2, epochs=2)
+    first = OnlineRecords(stream[:20]).data()
+    rows = np.arange(20)
+    chosen = {}
+    for name in ("pacm.pt", "pacm_h200.pt"):
+        module, _ = load_model(REPO / "checkpoints" / name)
+        pred = module.predict_rows(lambda r: gather_batch(first, r), rows)
+        ranks = better_than_chance(pred, first.records["label"], first.records["task_id"], cfg.evidence,
+                                   cfg.round_size)
+        chosen[name] = (ranks, _replay(make_method("guarded", module, cfg), stream, cfg))
+    assert chosen["pacm.pt"][0] is False
+    assert chosen["pacm.pt"][1][:2] == ["pretrained", "finetune"] and "pretrained" not in chosen["pacm.pt"][1][1:]
+    assert chosen["pacm_h200.pt"] == (True, ["pretrained"] * 4)
+    # a ranking exactly wrong loses its guard, unless too few records are judged to tell
+    y, task = first.records["label"], first.records["task_id"]
+    judged = good_pair_scores([y], y, task, np.ones(len(y), dtype=bool)).shape[1]
+    assert better_than_chance(y, y, task, 2.0, judged)
+    assert not better_than_chance(-y, y, task, 2.0, judged) and better_than_chance(-y, y, task, 2.0, judged + 1)
 
 
 def test_guarded_candidates_include_the_finetune_method(setup):

@@ -20,4 +20,6 @@ class AdaptConfig:
     seed: int = field(default=0, metadata={"help": "seed of the retrains' shuffling and initialisation", "min": 0})
     evidence: float = field(default=2.0, metadata={
         "help": "guarded: how many standard errors above 0 some candidate's mean gain over the pretrained model, "
-                "on records it had not seen, must be before guarded first leaves the pretrained model", "min": 0.0})
+                "on records it had not seen, must be before guarded first leaves the pretrained model; the same "
+                "margin above chance for the pretrained model's own ranking of the online records, without which "
+                "it is not guarded", "min": 0.0})

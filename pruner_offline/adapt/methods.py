@@ -14,7 +14,12 @@
   some candidate's mean gain is ``evidence`` standard errors above 0 (a one-sided paired test over
   every record judged so far); from then on the candidate with the largest mean gain predicts (the
   pretrained model when none is above 0): the bar guards the first move, after which the choice
-  follows the evidence instead of waiting for each candidate to clear it again. Mixing weights
+  follows the evidence instead of waiting for each candidate to clear it again. The guard is only
+  for a pretrained model that knows something about the device: it never trained on any online
+  record, so all of them test whether it orders their good pairs better than a coin. While it is
+  not ``evidence`` standard errors better, plain fine-tuning is the model to beat instead: the
+  running fine-tune predicts from the first retrain on, until some candidate's (or the pretrained
+  model's) mean gain over it clears the same bar, and then the leader as above. Mixing weights
   rather than scores keeps the predictor an ordinary model (it is saved and loaded like any
   other); fine-tuned weights lie close to the pretrained ones, where such mixes keep what both know
   (robust fine-tuning, WiSE-FT), and the running fine-tune is there for a device so unlike
@@ -177,17 +182,34 @@ def good_pair_scores(preds: list[np.ndarray], y: np.ndarray, task: np.ndarray, f
     return np.array(out, dtype=np.float64).T.reshape(len(preds), -1)
 
 
-def choose(gains: np.ndarray, evidence: float, moved: bool, min_records: int) -> int:
-    """Guarded's rule over the tally ``gains`` [candidates − 1, records judged]: 0 (the pretrained
-    model) until some candidate's mean gain is ``evidence`` standard errors above 0; once that has
-    happened (``moved``), the candidate with the largest mean gain, or 0 when no mean is above 0."""
+def better_than_chance(pred: np.ndarray, y: np.ndarray, task: np.ndarray, evidence: float, min_records: int) -> bool:
+    """Whether ``pred`` orders the good pairs of the records (``good_pair_scores``, every record judged)
+    better than a coin, by ``evidence`` standard errors of its mean score; with fewer than
+    ``min_records`` records judged there is no telling, and the answer is yes."""
+    s = good_pair_scores([pred], y, task, np.ones(len(y), dtype=bool))[0] - 0.5
+    if len(s) < max(min_records, 2):
+        return True
+    return bool(s.mean() > evidence * s.std(ddof=1) / np.sqrt(len(s)))
+
+
+def choose(gains: np.ndarray, evidence: float, default: int, moved: bool, min_records: int) -> int:
+    """Guarded's rule over the tally ``gains`` [candidates − 1, records judged] of gains over the
+    pretrained model (index 0, whose own gain is 0). Until the predictor has left ``default``
+    (``moved``): ``default``, until some other candidate's mean gain over it is ``evidence`` standard
+    errors above 0 (a paired test on the same records), then the largest such. Once it has left: the
+    candidate with the largest mean gain, the pretrained model on a tie. ``default`` while fewer
+    than ``min_records`` records are judged."""
     n = gains.shape[1]
     if n < max(min_records, 2):
-        return 0
-    mean = gains.mean(1)
-    bar = 0.0 if moved else evidence * gains.std(1, ddof=1) / np.sqrt(n)
-    ok = (mean > 0) & (mean > bar)
-    return 1 + int(np.argmax(np.where(ok, mean, -np.inf))) if ok.any() else 0
+        return default
+    full = np.concatenate([np.zeros((1, n)), gains])
+    if moved:
+        return int(np.argmax(full.mean(1)))
+    diff = full - full[default]
+    mean = diff.mean(1)
+    ok = (mean > 0) & (mean > evidence * diff.std(1, ddof=1) / np.sqrt(n))
+    ok[default] = False
+    return int(np.argmax(np.where(ok, mean, -np.inf))) if ok.any() else default
 
 
 class Guarded(Method):
@@ -200,7 +222,7 @@ class Guarded(Method):
         self.candidates: list[CostModelModule] = []  # CANDIDATES[1:] as of the latest retrain
         self.scored = 0  # online records the latest candidates were trained on, or scored since
         self.gains = np.zeros((len(CANDIDATES) - 1, 0))  # per candidate, per judged record: gain over 0
-        self.moved = False  # whether a candidate has ever cleared the evidence bar
+        self.moved = False  # whether the predictor has ever left the default model (see choose)
         self.choice = 0  # index into CANDIDATES of the predictor
 
     def after_round(self, online: OnlineRecords, rounds: int) -> bool:
@@ -215,8 +237,12 @@ class Guarded(Method):
             self.set_candidates(tuned)
             self.scored = len(online)
             self.retrains += 1
-        c = choose(self.gains, self.cfg.evidence, self.moved, self.cfg.round_size)
-        self.moved = self.moved or c > 0
+        if not self.candidates:
+            return False
+        # the model to beat: the pretrained one, unless it ranks this device no better than a coin
+        default = 0 if self.moved or self.pretrained_ranks(online) else len(CANDIDATES) - 1
+        c = choose(self.gains, self.cfg.evidence, default, self.moved, self.cfg.round_size)
+        self.moved = self.moved or c != default
         if c == self.choice and not (retrain and c > 0):
             return False
         self.choice = c
@@ -230,6 +256,14 @@ class Guarded(Method):
     @property
     def chosen(self) -> str:
         return CANDIDATES[self.choice]
+
+    def pretrained_ranks(self, online: OnlineRecords) -> bool:
+        """Whether the pretrained model ranks this device's records better than a coin: it never
+        trained on any of them, so every online record is honest evidence of that."""
+        data = online.data()
+        pred = self.pretrained.predict_rows(lambda r: gather_batch(data, r), np.arange(len(online)))
+        return better_than_chance(pred, data.records["label"], data.records["task_id"], self.cfg.evidence,
+                                  self.cfg.round_size)
 
     def judge(self, online: OnlineRecords) -> None:
         """Score the records that arrived since the latest retrain (which no candidate saw), with labels
