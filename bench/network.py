@@ -25,8 +25,8 @@ from tvm.s_tir.meta_schedule.relax_integration import compile_relax
 
 from pruner_offline.errors import dumps
 from pruner_offline.targets import tuning_target
-from pruner_offline.tuning.network_run import CompiledNetwork, example_inputs, import_program, tune_network
-from pruner_offline.tuning.networks import NETWORKS, named_network
+from pruner_offline.tuning.network_run import CompiledNetwork, inference_module, network_inputs, tune_network
+from pruner_offline.tuning.networks import NETWORKS, named_network, torch_network
 from pruner_offline.tuning.settings import MeasureSettings, TuneSettings
 
 
@@ -68,6 +68,7 @@ def main() -> None:
     torch.set_num_threads(1)  # the cost model's torch work stays off the cores the measurements use
 
     program = named_network(args.network)
+    network = torch_network(program, args.network)
     base = TuneSettings(trials=args.trials, trials_per_batch=args.trials_per_batch, population_size=args.population,
                         seed=args.seed, num_cores=args.cores, checkpoint=args.checkpoint, draft=args.draft,
                         measure=MeasureSettings(build_workers=args.cores))
@@ -76,12 +77,12 @@ def main() -> None:
         root = args.work_dir or Path(tmp)
         for cost_model in ("pruner", "xgb"):
             s = base if cost_model == "pruner" else replace(base, cost_model="xgb", checkpoint=None, draft=None)
-            reports[cost_model], compiled[cost_model] = tune_network(program, args.network, root / cost_model, s)
+            reports[cost_model], compiled[cost_model] = tune_network(network, root / cost_model, s)
             print(f"{cost_model}: {reports[cost_model].to_json()}", flush=True)
-    mod = import_program(program, args.network)
+    mod = inference_module(network)
     target = tuning_target("llvm", args.cores)
     compiled["untuned"] = CompiledNetwork(compile_relax(MemoryDatabase(), mod, target, None), target)
-    inputs = example_inputs(program, mod, args.seed)
+    inputs = network_inputs(network, args.seed)
     retimed = retimed_s(compiled, inputs)
     torch_s = min(torch_latency_s(program, inputs, threads) for threads in (1, args.cores))
 

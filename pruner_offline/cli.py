@@ -100,6 +100,19 @@ def _split(text: str) -> str:
     return text
 
 
+def _input_shape(text: str) -> tuple[str, tuple[int, ...]]:
+    """NAME=1x3x224x224 -> ("NAME", (1, 3, 224, 224))."""
+    name, _, dims = text.rpartition("=")
+    try:
+        shape = tuple(int(d) for d in dims.split("x"))
+    except ValueError:
+        shape = ()
+    if not name or not shape or min(shape) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected NAME=DIMS with positive DIMS joined by x, "
+                                         f"e.g. input=1x3x224x224")
+    return name, shape
+
+
 def cmd_featurize(args: argparse.Namespace) -> int:
     from .build_store import FeaturizeSettings, run_featurize
     from .executors import executor_for
@@ -371,12 +384,21 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
     try:
         settings = settings_from(TuneSettings, args, measure=MeasureSettings(build_workers=args.num_cores))
-        if args.network or args.exported_program:
+        if args.input_shape and not args.onnx:
+            raise BadInput("--input-shape fixes the dynamic input shapes of an --onnx model; give it with --onnx")
+        if args.network or args.exported_program or args.onnx:
             from .tuning.network_run import tune_network
-            from .tuning.networks import load_exported_program, named_network
 
-            program = named_network(args.network) if args.network else load_exported_program(args.exported_program)
-            report = tune_network(program, args.network or str(args.exported_program), args.work_dir, settings)[0]
+            if args.onnx:
+                from .tuning.onnx_network import onnx_network
+
+                network = onnx_network(args.onnx, dict(args.input_shape or []))
+            else:
+                from .tuning.networks import load_exported_program, named_network, torch_network
+
+                program = named_network(args.network) if args.network else load_exported_program(args.exported_program)
+                network = torch_network(program, args.network or str(args.exported_program))
+            report = tune_network(network, args.work_dir, settings)[0]
         else:
             mod = named_workload(args.workload) if args.workload else load_module(args.module)
             report = tune(mod, args.workload or str(args.module), args.work_dir, settings)
@@ -511,6 +533,11 @@ def build_parser() -> argparse.ArgumentParser:
     what.add_argument("--network", help="a built-in network, every kernel of it tuned: mlp, resnet18, bert-layer")
     what.add_argument("--exported-program", type=Path, help="a whole network saved with torch.export.save (.pt2), "
                       "every kernel of it tuned")
+    what.add_argument("--onnx", type=Path, help="a whole network in an ONNX file, every kernel of it tuned "
+                      "(pip install 'pruner-offline[onnx]')")
+    p.add_argument("--input-shape", type=_input_shape, action="append", metavar="NAME=DIMS",
+                   help="with --onnx: a static shape for an input the file leaves dynamic, e.g. input=1x3x224x224 "
+                        "(repeat for several inputs)")
     add_options(p, TuneSettings, skip={"measure"})
     p.add_argument("--work-dir", type=Path, required=True)
     p.set_defaults(func=cmd_tune)

@@ -13,7 +13,7 @@ import torch
 
 from pruner_offline.cli import main
 from pruner_offline.tuning.network_run import tune_network
-from pruner_offline.tuning.networks import MLP, NETWORKS, load_exported_program, named_network
+from pruner_offline.tuning.networks import MLP, NETWORKS, load_exported_program, named_network, torch_network
 from pruner_offline.tuning.settings import MeasureSettings, TuneSettings
 
 from conftest import REPO
@@ -24,7 +24,7 @@ def test_the_mlp_tunes_end_to_end_and_computes_what_torch_computes(tmp_path):
     settings = TuneSettings(trials=3, trials_per_batch=1, population_size=16, seed=0, verify_max=4,
                             checkpoint=str(REPO / "checkpoints" / "pacm.pt"),
                             measure=MeasureSettings(build_workers=1, min_repeat_ms=1))
-    report, compiled = tune_network(named_network("mlp"), "mlp", tmp_path / "work", settings)
+    report, compiled = tune_network(torch_network(named_network("mlp"), "mlp"), tmp_path / "work", settings)
 
     printed = json.loads(report.to_json())
     assert {"end_to_end_latency_s", "tasks", "search_seconds", "cost_model_seconds"} <= printed.keys()

@@ -4,7 +4,8 @@ Modules: workloads (what to tune), build (builder/runner that skip the tensor-in
 context (TuneContext without that import), candidates (feature cache), cost_model (draft-then-verify
 PyCostModel), online (retraining on measured records), run (the tuning run and its report),
 networks (whole torch networks: built-in ones, saved torch.export programs read safely),
-network_run (a whole network's kernels tuned with one shared cost model, compiled and timed).
+onnx_network (whole networks from ONNX files, the onnx extra), network_run (a whole network's
+kernels tuned with one shared cost model, compiled and timed).
 
 Nothing is re-exported here: build workers import `pruner_offline.tuning.build` by reference and
 must not pay for torch or the models.

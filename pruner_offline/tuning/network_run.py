@@ -1,19 +1,19 @@
-"""Tuning a whole network: torch.export program -> Relax -> one task per fused kernel, all tuned with
-one shared cost model under the gradient task scheduler -> compiled with the tuned database -> its
-end-to-end latency measured, and its output checked against torch's."""
+"""Tuning a whole network: a Relax module from a frontend (torch.export in networks.py, ONNX in
+onnx_network.py) -> one task per fused kernel, all tuned with one shared cost model under the
+gradient task scheduler -> compiled with the tuned database -> its end-to-end latency measured, and
+its output checked against the source framework's own."""
 
 from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 import torch
 import tvm
 from tvm import relax
-from tvm.relax.frontend.torch import from_exported_program
 from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule.logging import get_loggers_from_work_dir
 from tvm.s_tir.meta_schedule.relax_integration import compile_relax, extract_tasks
@@ -42,7 +42,7 @@ class NetworkReport:
     cost_model: str
     trials: int
     end_to_end_latency_s: float  # median over repeats of one inference of the compiled network
-    output_max_abs_error: float  # compiled network vs torch, on the example input
+    output_max_abs_error: float  # compiled network vs its framework (torch, onnx's reference), example input
     tasks: list[TaskResult]
     search_seconds: float
     cost_model_seconds: float  # as TuneReport's, all tasks
@@ -55,21 +55,27 @@ class NetworkReport:
         return dumps(asdict(self), sort_keys=True)
 
 
-def import_program(program: torch.export.ExportedProgram, name: str) -> tvm.IRModule:
-    """The program as an inference Relax module with its weights bound as constants; static shapes only."""
-    try:
-        mod = from_exported_program(program)
-    except Exception as exc:  # the frontend raises anything (AssertionError, KeyError) on an op it lacks
-        raise BadInput(f"{name}: TVM's Relax frontend cannot import it: {type(exc).__name__}: {exc}") from None
-    for param in mod["main"].params:
+@dataclass(frozen=True)
+class Network:
+    """A whole network as a frontend imported it, and how its own framework computes it."""
+
+    name: str
+    mod: tvm.IRModule  # Relax, weights bound as constants
+    reference: Callable[[Sequence], list]  # inputs -> the source framework's outputs (any nesting)
+    example_inputs: Optional[list] = None  # saved with the network; else seeded random ones of its shapes
+
+
+def inference_module(network: Network) -> tvm.IRModule:
+    """The network's module for inference; static shapes only."""
+    for param in network.mod["main"].params:
         shape = getattr(param.ty, "shape", None)
         if shape is None or not all(isinstance(d, tvm.tirx.IntImm) for d in shape.values):
-            raise BadInput(f"{name}: input {param.name} has a dynamic shape; MetaSchedule tunes static "
-                           f"shapes (export without dynamic_shapes)")
+            raise BadInput(f"{network.name}: input {param.name} has a dynamic shape; MetaSchedule tunes static "
+                           f"shapes (export without dynamic_shapes; for ONNX give --input-shape)")
     # Inference batch norm as a scale and shift that fuses into the convolution before it, as every
     # deployment compiler does; as an op of its own it would be a task per convolution more.
     inference = [relax.transform.FoldBatchnormToConv2D(), relax.transform.DecomposeOpsForInference()]
-    return tvm.transform.Sequential(inference)(mod)
+    return tvm.transform.Sequential(inference)(network.mod)
 
 
 def _fused(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
@@ -82,15 +88,13 @@ def _fused(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
         return tvm.transform.Sequential(passes)(mod)
 
 
-def example_inputs(program: torch.export.ExportedProgram, mod: tvm.IRModule, seed: int) -> list[torch.Tensor]:
-    """The program's saved example input, or (none saved) a seeded random one of its shapes."""
-    if program.example_inputs is not None:
-        args, kwargs = program.example_inputs
-        if not kwargs:
-            return [torch.as_tensor(a) for a in args]
+def network_inputs(network: Network, seed: int) -> list:
+    """The network's saved example input, or (none saved) a seeded random one of its shapes."""
+    if network.example_inputs is not None:
+        return network.example_inputs
     generator = torch.Generator().manual_seed(seed)
     out = []
-    for param in mod["main"].params:
+    for param in network.mod["main"].params:
         shape = [int(d) for d in param.ty.shape.values]
         dtype = getattr(torch, str(param.ty.dtype))
         out.append(torch.randn(shape, generator=generator).to(dtype) if dtype.is_floating_point
@@ -123,16 +127,16 @@ class CompiledNetwork:
         return float(np.median(timer(*self._args(inputs)).results))
 
 
-def tune_network(program: torch.export.ExportedProgram, name: str, work_dir: str | Path,
-                 s: TuneSettings) -> tuple[NetworkReport, CompiledNetwork]:
-    """Tune every kernel of `program` within s.trials trials in all, compile it with the best ones,
+def tune_network(network: Network, work_dir: str | Path, s: TuneSettings) -> tuple[NetworkReport, CompiledNetwork]:
+    """Tune every kernel of `network` within s.trials trials in all, compile it with the best ones,
     measure it; the database and per-task logs go to work_dir."""
     if s.target_kind == "cuda" and not tvm.cuda(0).exist:
         raise RuntimeError("tune --target cuda needs a CUDA GPU to measure on, and none is visible here")
     work_dir = Path(work_dir)
     work_dir.mkdir(parents=True, exist_ok=True)
     target = tuning_target(s.target_kind, s.num_cores)
-    mod = import_program(program, name)
+    name = network.name
+    mod = inference_module(network)
     extracted = [t for t in extract_tasks(_fused(mod, target), target)
                  if not t.dispatched[0].attrs.get("tirx.is_scheduled", False)]  # nothing left to tune in those
     if not extracted:
@@ -157,13 +161,12 @@ def tune_network(program: torch.export.ExportedProgram, name: str, work_dir: str
     start = time.perf_counter()
     compiled = CompiledNetwork(compile_relax(database, mod, target, params=None), target)
     compile_s = time.perf_counter() - start
-    inputs = example_inputs(program, mod, s.seed or 0)
-    with torch.no_grad():
-        expected = _flat(program.module()(*inputs))
+    inputs = network_inputs(network, s.seed or 0)
+    expected = _flat(network.reference(inputs))
     got = compiled(inputs)
     if [g.shape for g in got] != [e.shape for e in expected]:
         raise RuntimeError(f"{name}: the compiled network's output shapes {[g.shape for g in got]} are not "
-                           f"torch's {[e.shape for e in expected]}")
+                           f"its framework's {[e.shape for e in expected]}")
     error = max(float(np.max(np.abs(g.astype(np.float64) - e.astype(np.float64)), initial=0.0))
                 for g, e in zip(got, expected))
     report = NetworkReport(

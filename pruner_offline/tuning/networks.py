@@ -1,4 +1,5 @@
-"""Whole networks to tune: a few built-in ones written with torch.nn, or a user's saved torch.export program.
+"""Whole networks to tune from torch: a few built-in ones written with torch.nn, or a user's saved
+torch.export program, imported with TVM's Relax torch frontend.
 
 The built-in input shapes are small on purpose: a 2-core CPU tunes every kernel of a ResNet-18 at
 64x64 pixels in minutes, where 224x224 would take hours for the same trial budget. Weights are
@@ -16,8 +17,10 @@ from typing import Callable
 
 import torch
 from torch import nn
+from tvm.relax.frontend.torch import from_exported_program
 
 from ..errors import BadInput
+from .network_run import Network
 
 
 class MLP(nn.Module):
@@ -162,3 +165,20 @@ def load_exported_program(path: str | Path) -> torch.export.ExportedProgram:
     if not isinstance(program, torch.export.ExportedProgram):
         raise BadInput(f"{path}: holds a {type(program).__name__}, not an ExportedProgram")
     return program
+
+
+def torch_network(program: torch.export.ExportedProgram, name: str) -> Network:
+    """The program as a Relax module with its weights bound as constants, checked against torch's eager run."""
+    try:
+        mod = from_exported_program(program)
+    except Exception as exc:  # the frontend raises anything (AssertionError, KeyError) on an op it lacks
+        raise BadInput(f"{name}: TVM's Relax frontend cannot import it: {type(exc).__name__}: {exc}") from None
+
+    def reference(inputs):
+        with torch.no_grad():
+            return program.module()(*(torch.as_tensor(x) for x in inputs))
+
+    saved = None
+    if program.example_inputs is not None and not program.example_inputs[1]:  # no keyword inputs
+        saved = [torch.as_tensor(a) for a in program.example_inputs[0]]
+    return Network(name, mod, reference, saved)
