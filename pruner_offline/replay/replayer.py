@@ -79,18 +79,27 @@ def _bound_var(binding: tirx.PrimExpr) -> Optional[tirx.Var]:
 
 
 class Replayer:
-    """Replays one record's steps on a fresh schedule of the task's PrimFunc."""
+    """Replays one record's steps on a fresh schedule of the task's PrimFunc. ``start`` is that
+    schedule with its stages resolved (``Replayer.start``), shared by a task's records: each replay
+    works on a copy, which costs ~1% of building the schedule and resolving its stages again."""
 
-    def __init__(self, func: tirx.PrimFunc, graph: ComputeGraph, steps: Sequence[st.Step]):
-        self.sch = UncheckedSchedule(func)
+    def __init__(self, start: "Replayer", steps: Sequence[st.Step]):
+        self.sch = start.sch.copy()  # the start's block and loop handles stay valid in the copy
         self.steps = steps
-        self.stages: list[_Stage] = []
+        self.stages = [_Stage(s.buffer, s.block, list(s.iters)) for s in start.stages]
+
+    @classmethod
+    def start(cls, func: tirx.PrimFunc, graph: ComputeGraph) -> "Replayer":
+        """The schedule of ``func`` before any step, its stages' blocks and loops in Ansor's order."""
+        self = cls.__new__(cls)
+        self.sch, self.steps, self.stages = UncheckedSchedule(func), (), []
         for op, name in zip(graph.ops, stage_names(graph)):
             if isinstance(op, PlaceholderOp):
                 self.stages.append(_Stage(name, None))
             else:
                 block = self.sch.get_sblock(name)
                 self.stages.append(_Stage(name, block, self._root_loops(block)))
+        return self
 
     # ------------------------------------------------------------ loops of fresh blocks
 

@@ -16,10 +16,18 @@ from tvm import s_tir
 
 
 class UncheckedSchedule:
-    def __init__(self, func):
+    def __init__(self, func=None, *, schedule: s_tir.Schedule | None = None):
+        """A fresh schedule of ``func``, or ``schedule`` itself when given."""
+        if schedule is not None:
+            self.schedule = schedule
+            return
         # construction is type-checked too (~40% of building a Schedule)
         self.schedule = s_tir.Schedule.__new__(s_tir.Schedule)
         s_tir.Schedule.__init__.__wrapped__(self.schedule, func, debug_mask=0)
+
+    def copy(self) -> "UncheckedSchedule":
+        """An independent copy in which this schedule's block and loop handles stay valid."""
+        return UncheckedSchedule(schedule=self.schedule.copy())
 
     def __getattr__(self, name: str) -> Any:
         raw = getattr(getattr(s_tir.Schedule, name, None), "__wrapped__", None)
