@@ -17,7 +17,7 @@ from pruner_offline.features import get_device
 from pruner_offline.features.draft_score import analytic_score, analytic_scores
 from pruner_offline.features.draft_templates import DraftTemplates, loop_structure, make_template
 from pruner_offline.features.extract import featurize_prim_func
-from pruner_offline.features.symbols import TermBank, evaluate_terms, psa_symbols
+from pruner_offline.features.symbols import TermBank, evaluate_terms, psa_symbols, unindexed_columns
 from pruner_offline.features.tir_walk import walk
 from pruner_offline.targets import tuning_target
 from pruner_offline.tuning.candidates import CandidateFeatures, features_batch
@@ -29,7 +29,7 @@ from pruner_offline.tuning.search import DraftThenVerifySearch
 from pruner_offline.tuning.workloads import named_workload
 
 from conftest import REPO
-from test_features import gemm_shared_gpu
+from test_features import _matmul, gemm_shared_gpu
 
 
 @pytest.fixture(scope="module")
@@ -126,6 +126,38 @@ def test_the_term_bank_gathers_each_programs_rows_padded():
     assert end == len(gathered.float_ops)
     np.testing.assert_array_equal(evaluate_terms(gathered, np.array(row_extents), False).values,
                                   np.concatenate(expected))
+
+
+def _tiled_matmul(i_tiles: int, k_inner: int):
+    """matmul tiled i0 j i1 k0 k1, its result cached and written back at i0 (a stage computed at a
+    loop, whose bindings lose the loops of extent 1 above it)."""
+    sch = s_tir.Schedule(_matmul())
+    block = sch.get_sblock("matmul")
+    i, j, k = sch.get_loops(block)
+    i0, i1 = sch.split(i, [i_tiles, None])
+    k0, k1 = sch.split(k, [None, k_inner])
+    sch.reorder(i0, j, i1, k0, k1)
+    sch.reverse_compute_at(sch.cache_write(block, 0, "global"), i0)
+    return sch.mod["main"]
+
+
+def test_a_loop_of_extent_1_is_relearnt_only_where_it_may_have_dropped_out():
+    """i0 of extent 1 drops out of the write-back stage computed below it: a program where it is
+    longer needs a walk. k1 of extent 1 still indexes the compute block's buffers (the split keeps
+    unit loops in its bindings): programs where it is longer reuse the template, and their symbols
+    are still the walk's."""
+    func = _tiled_matmul(1, 1)
+    structure = loop_structure(func)
+    columns = {var.name: c for c, var in enumerate(structure.loop_vars)}
+    unknown = unindexed_columns(make_template(func, structure))
+    assert unknown >> columns["i_0"] & 1 and not unknown >> columns["k_1"] & 1
+    dev = get_device("epyc-2vcpu")
+    templates = DraftTemplates("llvm", dev)
+    funcs = [func, _tiled_matmul(1, 4), _tiled_matmul(2, 4)]
+    assert len({loop_structure(f).key for f in funcs}) == 1
+    drafts = [d for f in funcs for d in templates.draft([f])]
+    _assert_drafts_are_the_walks(funcs, drafts, dev)
+    assert templates.times.templates == 2  # k_1 longer: not walked; i_0 longer: walked
 
 
 def test_the_draft_stage_leaves_no_cycles_for_the_paused_collector(space):

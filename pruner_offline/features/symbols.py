@@ -101,6 +101,16 @@ def symbol_terms(stmts: tuple[Statement, ...], column: dict[int, int]) -> Symbol
                        np.array([s.write.elem_bytes for s in stmts], dtype=np.float64))
 
 
+def unindexed_columns(terms: SymbolTerms) -> int:
+    """Bit c set: in some row, loop c is one of the row's inner loops and indexes none of its
+    buffers. Where such a loop has extent 1, a walk cannot tell whether it never indexes them or
+    dropped out of the indices (a stage computed at it is bound without it). A loop of extent 1
+    that does index a buffer of a row kept its place in that block's bindings, which are simplified
+    all at once, so in that row it indexes what it indexes at any extent."""
+    mask = (terms.products[:, _INNER] & ~terms.per_buffer[:, 1].any(axis=1)).any(axis=0)
+    return sum(1 << int(c) for c in np.flatnonzero(mask))
+
+
 def with_index_columns(terms: SymbolTerms, other: SymbolTerms, columns: np.ndarray) -> SymbolTerms:
     """`terms`, with which buffers the loops in `columns` ([L] bool) index taken from `other`: the
     same statements walked in another program (where those loops index what they index in general,
