@@ -103,16 +103,21 @@ class DraftTemplates:
             terms = make_template(func, structure)
         except Exception:  # noqa: BLE001 - a TVM error on one structure must not end the search
             terms = None
-        rows = None if terms is None else self.bank.add(terms)
         unknown = 0 if terms is None else structure.unit_loops & unindexed_columns(terms)
         self.times.structures += known is None
-        if known is None or known[1] is None:
-            self.templates[structure.key] = (unknown, terms, rows)
-        elif terms is not None and terms.per_buffer.shape == known[1].per_buffer.shape:
+        if known is not None and known[1] is not None and terms is not None \
+                and terms.per_buffer.shape == known[1].per_buffer.shape:
             learnt = known[0] & ~unknown
             columns = np.array([(learnt >> i) & 1 for i in range(len(structure.extents))], dtype=bool)
             merged = with_index_columns(known[1], terms, columns)
-            self.templates[structure.key] = (known[0] & unknown, merged, self.bank.add(merged))
+            # the merged template gives func its own symbols (what it still does not know are loops
+            # of extent 1 in func): the bank keeps one set of rows per walk
+            rows = self.bank.add(merged)
+            self.templates[structure.key] = (known[0] & unknown, merged, rows)
+        else:
+            rows = None if terms is None else self.bank.add(terms)
+            if known is None or known[1] is None:
+                self.templates[structure.key] = (unknown, terms, rows)
         self.times.template_s += time.perf_counter() - start
         self.times.templates += 1
         return rows
