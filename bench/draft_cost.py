@@ -12,6 +12,8 @@
 Candidates are drawn uniformly from the design space, so they share fewer loop structures than a
 tuning population does (`tune` reports templates_templates against templates_programs).
 Ratios printed: full+PaCM / draft (how much cheaper the draft is per candidate), XGB / draft.
+Times are this process's CPU time (best of --repeat): on a machine shared with other jobs, wall
+time moved the ratios by 1.5x between runs.
 
     python bench/draft_cost.py [--n 200] [--workloads matmul conv2d ...]
 """
@@ -28,9 +30,9 @@ REPO = Path(__file__).resolve().parents[1]
 def best_of(fn, repeat: int) -> float:
     best = float("inf")
     for _ in range(repeat):
-        start = time.perf_counter()
+        start = time.process_time()
         fn()
-        best = min(best, time.perf_counter() - start)
+        best = min(best, time.process_time() - start)
     return best
 
 

@@ -1,7 +1,9 @@
 """The draft stage of our tuning cost model: batched analytic scores, draft inputs from templates of
-loop structures (equal to the walk's), programs found again by identity, the verifier's
-per-population cap, and draft-then-verify as a search strategy (PaCM sees only the survivors)."""
+loop structures (equal to the walk's, read through the loop skeleton and gathered from one term
+bank), programs found again by identity, the verifier's per-population cap, and draft-then-verify
+as a search strategy (PaCM sees only the survivors)."""
 
+import gc
 import logging
 
 import numpy as np
@@ -13,9 +15,9 @@ from tvm.s_tir.meta_schedule.runner import RunnerResult
 
 from pruner_offline.features import get_device
 from pruner_offline.features.draft_score import analytic_score, analytic_scores
-from pruner_offline.features.draft_templates import DraftTemplates
+from pruner_offline.features.draft_templates import DraftTemplates, loop_structure, make_template
 from pruner_offline.features.extract import featurize_prim_func
-from pruner_offline.features.symbols import psa_symbols
+from pruner_offline.features.symbols import TermBank, evaluate_terms, psa_symbols, unindexed_columns
 from pruner_offline.features.tir_walk import walk
 from pruner_offline.targets import tuning_target
 from pruner_offline.tuning.candidates import CandidateFeatures, features_batch
@@ -27,7 +29,7 @@ from pruner_offline.tuning.search import DraftThenVerifySearch
 from pruner_offline.tuning.workloads import named_workload
 
 from conftest import REPO
-from test_features import gemm_shared_gpu
+from test_features import _matmul, gemm_shared_gpu
 
 
 @pytest.fixture(scope="module")
@@ -46,6 +48,13 @@ def test_batched_scores_equal_one_program_at_a_time(space):
     assert len(analytic_scores([], get_device("epyc-7452"))) == 0
 
 
+def _assert_drafts_are_the_walks(funcs, drafts, dev):
+    for func, d in zip(funcs, drafts):
+        walked = psa_symbols(walk(func).rows, dev.is_gpu)
+        np.testing.assert_array_equal(d.symbols, walked.values.astype(np.float32))
+        assert d.draft_score == pytest.approx(analytic_score(walked, dev), rel=1e-12)
+
+
 @pytest.mark.parametrize("workload, shared", [("matmul", True), ("batch-matmul", False), ("conv2d", False),
                                               ("depthwise", False)])
 def test_template_symbols_are_the_walks(workload, shared):
@@ -55,14 +64,115 @@ def test_template_symbols_are_the_walks(workload, shared):
     _, candidates = sample_candidates(named_workload(workload), 60, seed=5)
     funcs = [c.sch.mod["main"] for c in candidates]
     templates = DraftTemplates("llvm", "epyc-2vcpu")
-    drafts = templates.draft(funcs)
-    dev = get_device("epyc-2vcpu")
-    for func, d in zip(funcs, drafts):
-        walked = psa_symbols(walk(func).rows, False)
-        np.testing.assert_array_equal(d.symbols, walked.values.astype(np.float32))
-        assert d.draft_score == pytest.approx(analytic_score(walked, dev), rel=1e-12)
+    _assert_drafts_are_the_walks(funcs, templates.draft(funcs), get_device("epyc-2vcpu"))
     assert templates.times.failures == 0
     assert templates.times.templates < 0.8 * len(funcs) if shared else templates.times.templates <= len(funcs)
+
+
+def test_one_set_of_templates_serves_several_workloads_and_populations():
+    """A network's tasks share one cost model: templates of conv2d and matmul in one term bank,
+    which grows when a template has more loops or buffers than those before it, drafted in
+    populations that mix them and in populations met again after new templates were added."""
+    funcs = {wl: [c.sch.mod["main"] for c in sample_candidates(named_workload(wl), 20, seed=9)[1]]
+             for wl in ("matmul", "conv2d", "depthwise")}
+    templates = DraftTemplates("llvm", "epyc-2vcpu")
+    dev = get_device("epyc-2vcpu")
+    first = templates.draft(funcs["matmul"])
+    widths = {name: table.shape[1:] for name, table in templates.bank.tables.items()}
+    mixed = [f for pair in zip(funcs["conv2d"], funcs["matmul"], funcs["depthwise"]) for f in pair]
+    _assert_drafts_are_the_walks(mixed, templates.draft(mixed), dev)
+    assert templates.bank.tables["per_buffer"].shape[1:] != widths["per_buffer"]  # conv2d: more loops
+    again = templates.draft(funcs["matmul"])
+    _assert_drafts_are_the_walks(funcs["matmul"], again, dev)
+    assert [d.draft_score for d in again] == [d.draft_score for d in first]
+    assert templates.times.failures == 0
+
+
+def test_the_loop_skeleton_has_every_loop_the_walk_sees_in_nesting_order():
+    _, candidates = sample_candidates(named_workload("conv2d"), 10, seed=2)
+    for func in [c.sch.mod["main"] for c in candidates] + [gemm_shared_gpu()]:
+        structure = loop_structure(func)
+        column = {hash(v): i for i, v in enumerate(structure.loop_vars)}
+        result = walk(func)
+        for stmt in result.rows + result.inits:
+            columns = [column[loop.key] for loop in stmt.loops]
+            assert columns == sorted(columns)  # outer loops first, as the walk lists them
+            assert [structure.extents[c] for c in columns] == [loop.extent for loop in stmt.loops]
+        assert structure.unit_loops == sum(1 << i for i, e in enumerate(structure.extents) if e == 1)
+        assert sum(isinstance(k, str) for k in structure.key) >= len(result.rows)  # the stores
+
+
+def test_the_term_bank_gathers_each_programs_rows_padded():
+    funcs = [c.sch.mod["main"] for wl in ("matmul", "conv2d")
+             for c in sample_candidates(named_workload(wl), 2, seed=4)[1]]
+    terms = [make_template(f, loop_structure(f)) for f in funcs]
+    extents = [np.array(loop_structure(f).extents, dtype=float) for f in funcs]
+    bank = TermBank()
+    rows = [bank.add(t) for t in terms]  # conv2d's come later, with more loops: the tables widen
+    order = [3, 0, 2, 0, 1]
+    gathered = bank.rows(np.array([rows[i][0] for i in order]), np.array([rows[i][1] for i in order]))
+    width = gathered.products.shape[-1]
+    row_extents, expected, end = [], [], 0
+    for i in order:
+        n = len(terms[i].float_ops)
+        for name in ("products", "per_buffer", "launch", "buffers"):
+            got, want = getattr(gathered, name)[end:end + n], getattr(terms[i], name)
+            np.testing.assert_array_equal(got[tuple(slice(0, d) for d in want.shape)], want)
+            assert got.sum() == want.sum()  # the padding is empty
+        np.testing.assert_array_equal(gathered.float_ops[end:end + n], terms[i].float_ops)
+        row_extents += [np.pad(extents[i], (0, width - len(extents[i])), constant_values=1.0)] * n
+        expected.append(evaluate_terms(terms[i], np.broadcast_to(extents[i], (n, len(extents[i]))), False).values)
+        end += n
+    assert end == len(gathered.float_ops)
+    np.testing.assert_array_equal(evaluate_terms(gathered, np.array(row_extents), False).values,
+                                  np.concatenate(expected))
+
+
+def _tiled_matmul(i_tiles: int, k_inner: int):
+    """matmul tiled i0 j i1 k0 k1, its result cached and written back at i0 (a stage computed at a
+    loop, whose bindings lose the loops of extent 1 above it)."""
+    sch = s_tir.Schedule(_matmul())
+    block = sch.get_sblock("matmul")
+    i, j, k = sch.get_loops(block)
+    i0, i1 = sch.split(i, [i_tiles, None])
+    k0, k1 = sch.split(k, [None, k_inner])
+    sch.reorder(i0, j, i1, k0, k1)
+    sch.reverse_compute_at(sch.cache_write(block, 0, "global"), i0)
+    return sch.mod["main"]
+
+
+def test_a_loop_of_extent_1_is_relearnt_only_where_it_may_have_dropped_out():
+    """i0 of extent 1 drops out of the write-back stage computed below it: a program where it is
+    longer needs a walk. k1 of extent 1 still indexes the compute block's buffers (the split keeps
+    unit loops in its bindings): programs where it is longer reuse the template, and their symbols
+    are still the walk's."""
+    func = _tiled_matmul(1, 1)
+    structure = loop_structure(func)
+    columns = {var.name: c for c, var in enumerate(structure.loop_vars)}
+    unknown = unindexed_columns(make_template(func, structure))
+    assert unknown >> columns["i_0"] & 1 and not unknown >> columns["k_1"] & 1
+    dev = get_device("epyc-2vcpu")
+    templates = DraftTemplates("llvm", dev)
+    funcs = [func, _tiled_matmul(1, 4), _tiled_matmul(2, 4)]
+    assert len({loop_structure(f).key for f in funcs}) == 1
+    drafts = [d for f in funcs for d in templates.draft([f])]
+    _assert_drafts_are_the_walks(funcs, drafts, dev)
+    assert templates.times.templates == 2  # k_1 longer: not walked; i_0 longer: walked
+
+
+def test_the_draft_stage_leaves_no_cycles_for_the_paused_collector(space):
+    """The draft holds the garbage collector off (a full collection over a tuning process's objects
+    cost more than the draft itself), so what it allocates must be freed by reference counts."""
+    funcs = [c.sch.mod["main"] for c in space[1]]
+    templates = DraftTemplates("llvm")
+    for _ in range(2):  # new templates, then known ones
+        gc.collect()
+        templates.draft(funcs)
+        assert gc.isenabled() and gc.collect() == 0
+    gc.disable()
+    templates.draft(funcs)
+    assert not gc.isenabled()  # the caller's setting is kept
+    gc.enable()
 
 
 def test_template_symbols_of_a_gpu_kernel_and_the_full_features_agree():

@@ -115,7 +115,7 @@ def test_tiny_tuning_run(checkpoints, tmp_path):
         assert key in report
     assert report["cost_model"] == "pruner" and report["trials"] == 16
     assert report["best_latency_per_batch"] and all(math.isfinite(x) and x > 0 for x in report["best_latency_per_batch"])
-    assert 0 < report["cost_model_seconds"] < report["search_seconds"]
+    assert 0 < report["cost_model_seconds"] < report["search_seconds"] and report["cost_model_cpu_seconds"] > 0
     assert report["cost_model_breakdown"]["model_online_s"] > 0  # the measured batch retrained PaCM
     records = (tmp_path / "database_tuning_record.json").read_text().splitlines()
     assert len(records) == 16 and (tmp_path / "database_workload.json").stat().st_size > 0

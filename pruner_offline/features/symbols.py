@@ -19,7 +19,7 @@ Conventions where the published definition leaves room (docs/psa-symbols.md list
 Every symbol is a product of loop extents over some of a statement's loops, or a sum of such
 products. So a statement is first reduced to its terms (which loops enter which product, no
 extents), and the terms are then evaluated on extents: the extents of its own loops, or those of
-many programs that share its loop structure (draft_templates.py), all in one numpy pass.
+many programs that share its loop structure (draft_templates.py, TermBank), all in one numpy pass.
 """
 
 from __future__ import annotations
@@ -101,6 +101,16 @@ def symbol_terms(stmts: tuple[Statement, ...], column: dict[int, int]) -> Symbol
                        np.array([s.write.elem_bytes for s in stmts], dtype=np.float64))
 
 
+def unindexed_columns(terms: SymbolTerms) -> int:
+    """Bit c set: in some row, loop c is one of the row's inner loops and indexes none of its
+    buffers. Where such a loop has extent 1, a walk cannot tell whether it never indexes them or
+    dropped out of the indices (a stage computed at it is bound without it). A loop of extent 1
+    that does index a buffer of a row kept its place in that block's bindings, which are simplified
+    all at once, so in that row it indexes what it indexes at any extent."""
+    mask = (terms.products[:, _INNER] & ~terms.per_buffer[:, 1].any(axis=1)).any(axis=0)
+    return sum(1 << int(c) for c in np.flatnonzero(mask))
+
+
 def with_index_columns(terms: SymbolTerms, other: SymbolTerms, columns: np.ndarray) -> SymbolTerms:
     """`terms`, with which buffers the loops in `columns` ([L] bool) index taken from `other`: the
     same statements walked in another program (where those loops index what they index in general,
@@ -111,20 +121,38 @@ def with_index_columns(terms: SymbolTerms, other: SymbolTerms, columns: np.ndarr
     return replace(terms, products=products, per_buffer=per_buffer)
 
 
-def stack_terms(parts: list[tuple[SymbolTerms, int]]) -> SymbolTerms:
-    """Each part's rows repeated as a block that many times (a template's rows once per program
-    sharing it), one part after the other, padded to the largest loop and buffer counts."""
-    sizes = [len(t.float_ops) for t, _ in parts]
-    offsets = np.cumsum([0] + sizes[:-1])
-    rows = np.concatenate([o + np.tile(np.arange(k), n) for o, k, (_, n) in zip(offsets, sizes, parts)])
+class TermBank:
+    """The rows of many SymbolTerms in one table per field, padded to the largest loop and buffer
+    counts added so far, so that the rows of a population (each program its template's rows) are
+    gathered with one index per field, however many templates it mixes."""
 
-    def stacked(name: str) -> np.ndarray:
-        arrays = [getattr(t, name) for t, _ in parts]
-        table = np.zeros((sum(sizes),) + tuple(np.max([a.shape[1:] for a in arrays], axis=0)), dtype=arrays[0].dtype)
-        for o, a in zip(offsets, arrays):
-            table[(slice(o, o + len(a)),) + tuple(slice(0, d) for d in a.shape[1:])] = a
-        return table[rows]
-    return SymbolTerms(*(stacked(f.name) for f in fields(SymbolTerms)))
+    def __init__(self) -> None:
+        self.tables: dict[str, np.ndarray] = {}
+        self.used = 0
+
+    def add(self, terms: SymbolTerms) -> tuple[int, int]:
+        """Stores terms' rows; returns (first row, row count)."""
+        n = len(terms.float_ops)
+        for f in fields(SymbolTerms):
+            new = getattr(terms, f.name)
+            table = self.tables.get(f.name)
+            if table is None:
+                table = np.zeros((0,) + new.shape[1:], dtype=new.dtype)
+            length = len(table) if self.used + n <= len(table) else 2 * (self.used + n)
+            shape = (length,) + tuple(np.maximum(table.shape[1:], new.shape[1:]))
+            if shape != table.shape:  # capacity doubles: appends stay cheap over a tuning run
+                grown = np.zeros(shape, dtype=table.dtype)
+                grown[(slice(0, len(table)),) + tuple(slice(0, d) for d in table.shape[1:])] = table
+                self.tables[f.name] = table = grown
+            table[(slice(self.used, self.used + n),) + tuple(slice(0, d) for d in new.shape[1:])] = new
+        self.used += n
+        return self.used - n, n
+
+    def rows(self, starts: np.ndarray, counts: np.ndarray) -> SymbolTerms:
+        """The rows starts[j]..starts[j]+counts[j]-1 of each j, one block after the other."""
+        offsets = np.cumsum(counts) - counts
+        index = np.repeat(starts - offsets, counts) + np.arange(int(counts.sum()))
+        return SymbolTerms(*(self.tables[f.name][index] for f in fields(SymbolTerms)))
 
 
 def evaluate_terms(terms: SymbolTerms, extents: np.ndarray, is_gpu: bool) -> PsaSymbols:

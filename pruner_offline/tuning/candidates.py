@@ -21,6 +21,7 @@ from tvm import s_tir
 from ..features import DATAFLOW_COLUMNS, DATAFLOW_TOKENS, STATEMENT_COLUMNS, DeviceConstants
 from ..features.draft_templates import DraftFeatures, DraftTemplates
 from ..features.extract import ProgramFeatures, featurize_prim_func
+from ..features.gc_pause import gc_paused
 from ..models.batch import Batch, make_batch
 from ..tenset.step_vectors import STEP_DIM
 
@@ -103,6 +104,10 @@ class CandidateFeatures:
         return [self._draft.get(hash(m))[1][1] for m in mods]
 
     def full(self, schedules: list[s_tir.Schedule]) -> list[Optional[ProgramFeatures]]:
+        with gc_paused():
+            return self._full_features(schedules)
+
+    def _full_features(self, schedules: list[s_tir.Schedule]) -> list[Optional[ProgramFeatures]]:
         out: list[Optional[ProgramFeatures]] = []
         for key, sch in zip(self.keys(schedules), schedules):
             found, value = self._full.get(key)

@@ -51,6 +51,17 @@ class CostModelTimes:
     online_s: float = 0.0
     updates: int = 0
     search_s: float = 0.0  # draft and verify calls of a search strategy (search.py), not through predict
+    search_cpu_s: float = 0.0  # the same calls' process CPU time
+
+    @contextmanager
+    def search_call(self):
+        """Adds a search strategy's direct call to search_s and search_cpu_s."""
+        start, cpu = time.perf_counter(), time.process_time()
+        try:
+            yield
+        finally:
+            self.search_s += time.perf_counter() - start
+            self.search_cpu_s += time.process_time() - cpu
 
 
 @dataclass

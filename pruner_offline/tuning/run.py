@@ -32,6 +32,7 @@ class TuneReport:
     trials_per_batch: list[int]  # cumulative trials after each batch
     search_seconds: float
     cost_model_seconds: float  # inside predict + update, and the draft/verify calls of our search strategy
+    cost_model_cpu_seconds: float  # the same in this process's CPU time, which other jobs inflate less
     cost_model_breakdown: dict[str, float]
     seed: Optional[int]
     work_dir: str
@@ -84,10 +85,12 @@ def make_strategy(s: TuneSettings, model: ms.cost_model.CostModel) -> Optional[m
     return DraftThenVerifySearch(model, population_size=s.population_size, survivors=s.verify_max)
 
 
-def cost_seconds(model: TimedCostModel) -> float:
-    """Inside predict and update, and inside our model when a search strategy calls it directly."""
+def cost_seconds(model: TimedCostModel, cpu: bool = False) -> float:
+    """Inside predict and update, and inside our model when a search strategy calls it directly;
+    wall time, or with cpu this process's CPU time."""
     times = getattr(model.inner, "times", None)
-    return round(model.predict_s + model.update_s + (times.search_s if times is not None else 0.0), 4)
+    direct = 0.0 if times is None else times.search_cpu_s if cpu else times.search_s
+    return round((model.cpu_s if cpu else model.predict_s + model.update_s) + direct, 4)
 
 
 def cost_breakdown(model: TimedCostModel) -> dict[str, float]:
@@ -124,5 +127,6 @@ def tune(mod: tvm.IRModule, workload: str, work_dir: str | Path, s: TuneSettings
         best_latency_s=curve.best_s[-1] if curve.best_s else None,  # JSON has no Infinity
         best_latency_per_batch=curve.best_s, batch_end_seconds=[round(t, 3) for t in curve.elapsed_s],
         trials_per_batch=curve.trials, search_seconds=round(time.perf_counter() - start, 3),
-        cost_model_seconds=cost_seconds(model), cost_model_breakdown=cost_breakdown(model),
+        cost_model_seconds=cost_seconds(model), cost_model_cpu_seconds=cost_seconds(model, cpu=True),
+        cost_model_breakdown=cost_breakdown(model),
         seed=s.seed, work_dir=str(work_dir))

@@ -11,7 +11,6 @@ of a batch; it counts them all as handed out, so a survivor PaCM passes over is 
 
 from __future__ import annotations
 
-import time
 from typing import Optional
 
 import numpy as np
@@ -44,10 +43,8 @@ class DraftStage(PyCostModel):
         pass
 
     def predict(self, context, candidates: list[MeasureCandidate]) -> np.ndarray:
-        start = time.perf_counter()
-        scores = self.model.draft_ranks(candidates)
-        self.model.times.search_s += time.perf_counter() - start
-        return scores
+        with self.model.times.search_call():
+            return self.model.draft_ranks(candidates)
 
 
 @derived_object
@@ -86,9 +83,8 @@ class DraftThenVerifySearch(PySearchStrategy):
         candidates = self.inner.generate_measure_candidates()
         if candidates is None:
             return None
-        start = time.perf_counter()
-        order = self.model.verified_order(list(candidates))
-        self.model.times.search_s += time.perf_counter() - start
+        with self.model.times.search_call():
+            order = self.model.verified_order(list(candidates))
         return [candidates[i] for i in order[:min(self.batch, self.max_trials - self.trials)]]
 
     def notify_runner_results(self, measure_candidates, results) -> None:
