@@ -176,6 +176,7 @@ def tune_network(network: Network, work_dir: str | Path, s: TuneSettings) -> tup
         tasks=[TaskResult(t.task_name, int(t.weight), n, best if np.isfinite(best) else None)
                for t, n, best in zip(extracted, bests.trials, bests.best_s)],
         search_seconds=round(search_s, 3), cost_model_seconds=cost_seconds(model),
-        cost_model_cpu_seconds=cost_seconds(model, cpu=True), cost_model_breakdown=cost_breakdown(model), compile_seconds=round(compile_s, 3), seed=s.seed,
+        cost_model_cpu_seconds=cost_seconds(model, cpu=True), cost_model_breakdown=cost_breakdown(model),
+        compile_seconds=round(compile_s, 3), seed=s.seed,
         work_dir=str(work_dir))
     return report, compiled
