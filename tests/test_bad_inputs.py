@@ -404,5 +404,5 @@ def test_printed_json_is_strict():
     assert dumps({"a": math.nan, "b": [math.inf, 1.5], "c": "x"}) == '{"a": null, "b": [null, 1.5], "c": "x"}'
     from pruner_offline.tuning.run import TuneReport
 
-    report = TuneReport("matmul", "llvm", "random", 0, math.inf, [], [], [], 0.0, 0.0, {}, None, "w")
+    report = TuneReport("matmul", "llvm", "random", 0, math.inf, [], [], [], 0.0, 0.0, 0.0, {}, None, "w")
     assert json.loads(report.to_json(), parse_constant=refuse)["best_latency_s"] is None
