@@ -101,7 +101,8 @@ def run_one(wl: str, model: str, seed: int, args, checkpoint: Path) -> dict:
     if model.startswith("pruner"):
         online = model == "pruner-online"
         s = TuneSettings(cost_model="pruner", checkpoint=str(checkpoint), verify_max=args.verify_max,
-                         online_epochs=args.online_epochs if online else 0, online_method=args.online_method, **common)
+                         online_epochs=args.online_epochs if online else 0, online_method=args.online_method,
+                         search=args.search, **common)
     else:
         s = TuneSettings(cost_model=model, **common)
     r = tune(named_workload(wl), wl, args.out / "runs" / f"{wl}-{model}-{seed}", s)
@@ -159,6 +160,7 @@ def tables(runs: list[dict], models: list[str], budgets: list[int]) -> str:
 
 
 def main() -> None:
+    from pruner_offline.tuning.settings import SEARCHES
     from pruner_offline.tuning.workloads import WORKLOADS
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -173,6 +175,8 @@ def main() -> None:
     ap.add_argument("--verify-max", type=int, default=32)
     ap.add_argument("--online-epochs", type=int, default=5)
     ap.add_argument("--online-method", choices=("guarded", "retrain", "moa"), default="guarded")
+    ap.add_argument("--search", choices=SEARCHES, default=SEARCHES[0], help="our models' search strategy "
+                    "(runs of another strategy belong in another --out)")
     ap.add_argument("--past", type=Path, default=REPO / "runs" / "bench-tune" / "past",
                     help="directory of past tuning runs to pretrain on")
     ap.add_argument("--make-past", action="store_true", help="first tune workloads.OTHER_SHAPES with XGB into --past")
@@ -216,7 +220,7 @@ def main() -> None:
             and r["model"] in args.models]
     print(f"trials {args.trials} (budgets {budgets}), batch {args.trials_per_batch}, population {args.population}, "
           f"seeds {args.seeds}, verify_max {args.verify_max}, online {args.online_method} x {args.online_epochs} "
-          f"epochs; checkpoint {checkpoint}" + (f" pretrained on {n_past} workloads of {args.past}, none benchmarked"
+          f"epochs, search {args.search}; checkpoint {checkpoint}" + (f" pretrained on {n_past} workloads of {args.past}, none benchmarked"
                                                 if n_past else " (given)"))
     print(tables(runs, [m for m in MODELS if m in args.models], budgets))
 
