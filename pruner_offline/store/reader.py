@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Iterator, Optional, Union
+from typing import Iterator, Optional, Sequence, Union
 
 import h5py
 import numpy as np
@@ -43,6 +43,15 @@ def open_rows(f: h5py.File, name: str) -> h5py.Dataset:
     dapl = h5py.h5p.create(h5py.h5p.DATASET_ACCESS)
     dapl.set_chunk_cache(max(521, 8 * across + 1), nbytes, 1.0)
     return h5py.Dataset(h5py.h5d.open(f.id, name.encode(), dapl))
+
+
+def _open_datasets(path: Path) -> tuple[h5py.File, dict[str, h5py.Dataset]]:
+    """The store file and every per-record and feature dataset of it, opened for runs of rows; they
+    stay open between reads, because the chunk cache is a dataset's."""
+    f = open_file(path)
+    datasets = {k: open_rows(f, f"records/{k}") for k in (*RECORD_COLUMNS, "stmt_offset")}
+    datasets.update({k: open_rows(f, k) for k in STATEMENT_ARRAYS + DENSE_ARRAYS})
+    return f, datasets
 
 
 @dataclass
@@ -341,6 +350,18 @@ class FeatureStore:
         return out
 
 
+def _read_run(store: "FeatureStore", datasets: dict[str, h5py.Dataset], lo: int, hi: int,
+              columns: Sequence[str], names: Sequence[str]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Records ``lo``..``hi`` of the store: their statement offsets, and their per-record ``columns``
+    and feature arrays ``names`` (statement arrays: the records' statement rows), checked as read."""
+    offsets = datasets["stmt_offset"][lo:hi + 1]
+    run = {k: datasets[k][offsets[0]:offsets[-1]] if k in STATEMENT_ARRAYS else datasets[k][lo:hi]
+           for k in (*columns, *names)}
+    store.check_numbers({(k if k in names else f"records/{k}"): x for k, x in run.items()
+                         if k in names or k in ("label", "draft_score")}, lo, int(offsets[0]))
+    return offsets, run
+
+
 class _UnitReader:
     """Reads a store's units in turn through one open handle, whose chunk cache decompresses the
     chunks neighbouring units share once."""
@@ -351,18 +372,10 @@ class _UnitReader:
 
     def read(self, header: UnitHeader, lo: int) -> UnitFeatures:
         """The unit ``header`` describes, whose records start at store row ``lo``."""
-        if self._file is None:  # datasets stay open too: the chunk cache is a dataset's
-            self._file = open_file(self.store.path)
-            self._datasets = {k: open_rows(self._file, f"records/{k}") for k in (*RECORD_ARRAYS, "stmt_offset")}
-            self._datasets.update({k: open_rows(self._file, k) for k in STATEMENT_ARRAYS + DENSE_ARRAYS})
-        f, hi = self._datasets, lo + header.n_records
-        offsets = f["stmt_offset"][lo:hi + 1]
-        arrays = {k: f[k][lo:hi] for k in RECORD_ARRAYS}
-        arrays.update({k: f[k][offsets[0]:offsets[-1]] for k in STATEMENT_ARRAYS})
-        arrays.update({k: f[k][lo:hi] for k in DENSE_ARRAYS})
-        self.store.check_numbers({**{k: arrays[k] for k in STATEMENT_ARRAYS + DENSE_ARRAYS},
-                                  **{f"records/{k}": arrays[k] for k in ("label", "draft_score")}},
-                                 lo, int(offsets[0]))
+        if self._file is None:
+            self._file, self._datasets = _open_datasets(self.store.path)
+        _, arrays = _read_run(self.store, self._datasets, lo, lo + header.n_records, tuple(RECORD_ARRAYS),
+                              STATEMENT_ARRAYS + DENSE_ARRAYS)
         return UnitFeatures(header.file, header.device, header.workload_key, header.target_kind, arrays,
                             header.failures, header.records_read)
 
@@ -398,26 +411,18 @@ class RowReader:
 
     def _read(self, rows: np.ndarray, names: tuple[str, ...]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
         if self._file is None or self._pid != os.getpid():
-            # datasets stay open: each keeps its chunk cache between reads
-            self._file, self._pid = open_file(self.store.path), os.getpid()
-            self._datasets = {k: open_rows(self._file, f"records/{k}") for k in (*RECORD_COLUMNS, "stmt_offset")}
-            self._datasets.update({k: open_rows(self._file, k) for k in STATEMENT_ARRAYS + DENSE_ARRAYS})
-        f = self._datasets
-        datasets = {k: f[k] for k in f if k in names or k in RECORD_COLUMNS}
-        parts: dict[str, list[np.ndarray]] = {k: [] for k in datasets}
+            (self._file, self._datasets), self._pid = _open_datasets(self.store.path), os.getpid()
+        parts: dict[str, list[np.ndarray]] = {k: [] for k in (*RECORD_COLUMNS, *names)}
         for chunk in chunks_of(rows, self.chunk_rows):
             lo = chunk[0] // self.chunk_rows * self.chunk_rows
             hi = min(lo + self.chunk_rows, self.tables.n_records)
-            offsets = f["stmt_offset"][lo:hi + 1]
-            slab = {k: d[offsets[0]:offsets[-1]] if k in STATEMENT_ARRAYS else d[lo:hi] for k, d in datasets.items()}
-            self.store.check_numbers({(k if k in names else f"records/{k}"): x for k, x in slab.items()
-                                      if k in names or k in ("label", "draft_score")}, lo, int(offsets[0]))
+            offsets, slab = _read_run(self.store, self._datasets, lo, hi, RECORD_COLUMNS, names)
             local = chunk - lo
             idx, _ = statement_index(offsets - offsets[0], local)
             for k, x in slab.items():
                 parts[k].append(x[idx] if k in STATEMENT_ARRAYS else x[local])
-        got = {k: np.concatenate(v) if v else np.zeros((0, *datasets[k].shape[1:]), datasets[k].dtype)
-               for k, v in parts.items()}
+        f = self._datasets
+        got = {k: np.concatenate(v) if v else np.zeros((0, *f[k].shape[1:]), f[k].dtype) for k, v in parts.items()}
         records = {k: got.pop(k) for k in list(got) if k not in names}
         records["stmt_offset"] = np.concatenate([[0], np.cumsum(records["stmt_count"], dtype=np.int64)])
         return records, got

@@ -71,8 +71,8 @@ def write_store(out: Path, units: Sequence[tuple[int, Union[UnitFeatures, LazyUn
     """Write ``units`` (global file index, features), in index order, to ``out`` atomically.
 
     The tables come from the units' headers; the features are then loaded and written a batch of
-    units (~``WRITE_RECORDS`` records) at a time, so memory holds one batch however large the store. ``task_networks`` maps a task's
-    "workload_key|target_kind" to {network: weight}.
+    units (~``WRITE_RECORDS`` records) at a time, so memory holds one batch however large the store.
+    ``task_networks`` maps a task's "workload_key|target_kind" to {network: weight}.
     """
     units = sorted(units, key=lambda u: u[0])
     heads = [u.header for _, u in units]
