@@ -224,6 +224,7 @@ class Guarded(Method):
         self.gains = np.zeros((len(CANDIDATES) - 1, 0))  # per candidate, per judged record: gain over 0
         self.moved = False  # whether the predictor has ever left the default model (see choose)
         self.choice = 0  # index into CANDIDATES of the predictor
+        self._pretrained_pred: tuple[object, np.ndarray] = (None, np.zeros(0))  # (online data, its scores)
 
     def after_round(self, online: OnlineRecords, rounds: int) -> bool:
         if self.candidates and len(online) > self.scored:
@@ -257,20 +258,29 @@ class Guarded(Method):
     def chosen(self) -> str:
         return CANDIDATES[self.choice]
 
+    def pretrained_scores(self, online: OnlineRecords) -> np.ndarray:
+        """The pretrained model's scores of every online record; judging and the coin test both need
+        them in a round, and they are computed once for the round's records."""
+        data = online.data()
+        if self._pretrained_pred[0] is not data:
+            pred = self.pretrained.predict_rows(lambda r: gather_batch(data, r), np.arange(len(online)))
+            self._pretrained_pred = (data, pred)
+        return self._pretrained_pred[1]
+
     def pretrained_ranks(self, online: OnlineRecords) -> bool:
         """Whether the pretrained model ranks this device's records better than a coin: it never
         trained on any of them, so every online record is honest evidence of that."""
         data = online.data()
-        pred = self.pretrained.predict_rows(lambda r: gather_batch(data, r), np.arange(len(online)))
-        return better_than_chance(pred, data.records["label"], data.records["task_id"], self.cfg.evidence,
-                                  self.cfg.round_size)
+        return better_than_chance(self.pretrained_scores(online), data.records["label"], data.records["task_id"],
+                                  self.cfg.evidence, self.cfg.round_size)
 
     def judge(self, online: OnlineRecords) -> None:
         """Score the records that arrived since the latest retrain (which no candidate saw), with labels
         from the whole online set, and add each candidate's gain over the pretrained model to the tally."""
         data = online.data()
         rows = np.arange(len(online))
-        preds = [m.predict_rows(lambda r: gather_batch(data, r), rows) for m in [self.pretrained, *self.candidates]]
+        preds = [self.pretrained_scores(online),
+                 *(m.predict_rows(lambda r: gather_batch(data, r), rows) for m in self.candidates)]
         s = good_pair_scores(preds, data.records["label"], data.records["task_id"], rows >= self.scored)
         self.gains = np.concatenate([self.gains, s[1:] - s[0]], axis=1)
         self.scored = len(online)
@@ -286,6 +296,7 @@ class Guarded(Method):
         super().load_state(state)
         self.pretrained.load_state_dict(state["pretrained"])
         self.finetuned.load_state_dict(state["finetuned"])
+        self._pretrained_pred = (None, np.zeros(0))  # scores of the weights replaced
         tally = state["tally"]
         self.gains = tally["gains"].numpy()
         self.scored, self.choice, self.retrains = int(tally["scored"]), int(tally["choice"]), int(tally["retrains"])
