@@ -14,10 +14,10 @@ from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule.runner import RunnerResult
 
 from pruner_offline.features import get_device
-from pruner_offline.features.draft_score import analytic_score, analytic_scores
+from pruner_offline.features.draft_score import analytic_score, row_scores
 from pruner_offline.features.draft_templates import DraftTemplates, loop_structure, make_template
 from pruner_offline.features.extract import featurize_prim_func
-from pruner_offline.features.symbols import TermBank, evaluate_terms, psa_symbols, unindexed_columns
+from pruner_offline.features.symbols import PsaSymbols, TermBank, evaluate_terms, psa_symbols, unindexed_columns
 from pruner_offline.features.tir_walk import walk
 from pruner_offline.targets import tuning_target
 from pruner_offline.tuning.candidates import CandidateFeatures, features_batch
@@ -37,15 +37,24 @@ def space():
     return sample_candidates(named_workload("matmul-small"), 24, seed=3)
 
 
+def _batched_scores(programs: list[PsaSymbols], dev) -> np.ndarray:
+    """row_scores (the draft stage's one pass) over the statements of ``programs`` joined."""
+    joined = PsaSymbols(np.concatenate([p.values for p in programs] or [np.zeros((0, 11))]),
+                        np.concatenate([p.elem_bytes for p in programs] or [np.zeros(0)]),
+                        np.concatenate([p.vector_extent for p in programs] or [np.zeros(0)]))
+    owner = np.repeat(np.arange(len(programs)), [len(p.values) for p in programs])
+    return row_scores(joined, owner, len(programs), dev)
+
+
 def test_batched_scores_equal_one_program_at_a_time(space):
     symbols = [psa_symbols(walk(c.sch.mod["main"]).rows, False) for c in space[1]]
     for device in ("epyc-7452", "epyc-2vcpu", "h200"):  # both branches of the formula
         dev = get_device(device)
-        batched = analytic_scores(symbols, dev)
+        batched = _batched_scores(symbols, dev)
         single = np.array([analytic_score(s, dev) for s in symbols])
         np.testing.assert_allclose(batched, single, rtol=1e-12)
         assert len(set(np.round(np.log(batched), 6))) > 5  # the candidates are told apart
-    assert len(analytic_scores([], get_device("epyc-7452"))) == 0
+    assert len(_batched_scores([], get_device("epyc-7452"))) == 0
 
 
 def _assert_drafts_are_the_walks(funcs, drafts, dev):

@@ -70,16 +70,6 @@ def analytic_score(sym: PsaSymbols, dev: DeviceConstants) -> float:
     return float(1.0 / max(float(statement_times(sym, dev).sum()), _MIN_TIME_S))
 
 
-def analytic_scores(programs: list[PsaSymbols], dev: DeviceConstants) -> np.ndarray:
-    """analytic_score of many programs in one vectorised pass (the per-call numpy overhead of
-    analytic_score is most of its cost on a program of a few statements)."""
-    if not programs:
-        return np.zeros(0)
-    joined = PsaSymbols(np.concatenate([p.values for p in programs]), np.concatenate([p.elem_bytes for p in programs]),
-                        np.concatenate([p.vector_extent for p in programs]))
-    return row_scores(joined, np.repeat(np.arange(len(programs)), [len(p.values) for p in programs]), len(programs), dev)
-
-
 def row_scores(rows: PsaSymbols, program: np.ndarray, n: int, dev: DeviceConstants) -> np.ndarray:
     """analytic_score of n programs whose statements are the rows, row i belonging to program[i]."""
     return 1.0 / np.maximum(np.bincount(program, weights=statement_times(rows, dev), minlength=n), _MIN_TIME_S)
