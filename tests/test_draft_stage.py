@@ -1,7 +1,7 @@
 """The draft stage of our tuning cost model: batched analytic scores, draft inputs from templates of
 loop structures (equal to the walk's, read through the loop skeleton and gathered from one term
 bank), programs found again by identity, the verifier's per-population cap, and draft-then-verify
-as a search strategy (PaCM sees only the survivors)."""
+as a search strategy (PaCM sees only the survivors, spread over loop structures)."""
 
 import gc
 import logging
@@ -26,6 +26,7 @@ from pruner_offline.tuning.cost_model import PrunerCostModel
 from pruner_offline.tuning.ranking import draft_then_verify
 from pruner_offline.tuning.sampling import sample_candidates
 from pruner_offline.tuning.search import DraftThenVerifySearch
+from pruner_offline.tuning.spread import capped_order
 from pruner_offline.tuning.workloads import named_workload
 
 from conftest import REPO
@@ -250,4 +251,31 @@ def test_the_search_drafts_every_generation_and_verifies_only_the_survivors():
     assert len(strategy.generate_measure_candidates()) == 2  # what is left of 6 trials
     strategy.notify_runner_results(batch[:2], [RunnerResult([1e-4], None)] * 2)
     assert strategy.generate_measure_candidates() is None
+    strategy.post_tuning()
+
+
+def test_capped_order_takes_at_most_cap_of_a_group_while_others_remain():
+    groups = np.array([7, 7, 7, 3, 7, 3, 5])
+    order = np.array([0, 1, 2, 4, 3, 5, 6])  # group 7's four first
+    np.testing.assert_array_equal(capped_order(order, groups, 2), [0, 1, 3, 5, 6, 2, 4])
+    np.testing.assert_array_equal(capped_order(order, groups, 0), order)
+    np.testing.assert_array_equal(capped_order(order, groups, 9), order)
+    assert len(capped_order(np.array([], dtype=int), groups, 2)) == 0
+
+
+def test_the_search_spreads_shortlist_and_batch_over_loop_structures():
+    model = PrunerCostModel.from_checkpoint(REPO / "checkpoints" / "pacm.pt", target_kind="llvm")
+    context = make_context(named_workload("conv2d"), tuning_target("llvm", 2), num_threads=1, seed=0,
+                           logger=logging.getLogger("test"), population_size=64,
+                           strategy=DraftThenVerifySearch(model, population_size=64, survivors=8, structure_cap=1))
+    strategy = context.search_strategy
+    strategy.pre_tuning(8, 4, context.generate_design_space(), ms.database.MemoryDatabase(), model)
+    batch = strategy.generate_measure_candidates()
+    structures = model.structures(batch)
+    pool = model.features.times.draft_programs
+    assert len(batch) == 4 and len(set(structures)) == 4  # conv2d's space has more than 4 structures
+    assert model.features.times.full_programs == 8  # PaCM still sees only the shortlist
+    # the structure ids are the loop skeleton's: equal keys, equal ids
+    keys = [loop_structure(c.sch.mod["main"]).key for c in batch]
+    assert len(set(keys)) == 4 and pool >= 32
     strategy.post_tuning()

@@ -41,6 +41,7 @@ from .tir_walk import skeleton, walk
 class DraftFeatures:
     symbols: np.ndarray  # [n, 11] float32, SYMBOL_COLUMNS
     draft_score: float
+    structure: int  # the same for programs of one loop structure (a hash of its key, this process only)
 
 
 class LoopStructure(NamedTuple):
@@ -165,7 +166,7 @@ class DraftTemplates:
         values = symbols.values.astype(np.float32)
         end = 0
         for i, n, score in zip(owners, counts, scores):
-            out[i] = DraftFeatures(values[end:end + n], score)
+            out[i] = DraftFeatures(values[end:end + n], score, hash(structures[i].key))
             end += n
         self.times.symbols_s += time.perf_counter() - start
         return out

@@ -163,6 +163,12 @@ class PrunerCostModel(PyCostModel):
             self.times.verify_model_s += time.perf_counter() - start
         return scores
 
+    def structures(self, candidates: list[MeasureCandidate]) -> np.ndarray:
+        """Per candidate an id of its loop structure (spread.py); each one the draft stage cannot
+        read gets an id of its own."""
+        drafts = self.features.draft([c.sch for c in candidates])
+        return np.array([hash((i,)) if d is None else d.structure for i, d in enumerate(drafts)], dtype=np.int64)
+
     def draft_ranks(self, candidates: list[MeasureCandidate]) -> np.ndarray:
         """The draft stage alone, as predict() scores it when nothing is verified."""
         with _one_torch_thread():

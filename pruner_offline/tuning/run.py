@@ -82,7 +82,8 @@ def make_strategy(s: TuneSettings, model: ms.cost_model.CostModel) -> Optional[m
         return None
     from .search import DraftThenVerifySearch
 
-    return DraftThenVerifySearch(model, population_size=s.population_size, survivors=s.verify_max)
+    return DraftThenVerifySearch(model, population_size=s.population_size, survivors=s.verify_max,
+                                 structure_cap=s.structure_cap)
 
 
 def cost_seconds(model: TimedCostModel, cpu: bool = False) -> float:

@@ -5,8 +5,9 @@ population. Here that cost model is the draft stage alone (DraftStage: draft mod
 score, as ranks), so the draft drives the generations and keeps the best unmeasured programs; PaCM
 then scores only those survivors, once per measured batch, and the best of them are measured.
 (DESIGN.md §6: the draft runs the generations, PaCM scores the ~512 survivors once and returns
-~20.) The evolutionary search itself is MetaSchedule's, asked for `survivors` candidates instead
-of a batch; it counts them all as handed out, so a survivor PaCM passes over is not proposed again.
+~20.) The evolutionary search itself is MetaSchedule's, asked for a pool of candidates instead of a
+batch. The draft's best of the pool, at most a share of them per loop structure (spread.py), are
+PaCM's shortlist, and PaCM's best of those, at most `structure_cap` per structure, the batch.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from tvm.s_tir.meta_schedule.cost_model import PyCostModel
 from tvm.s_tir.meta_schedule.search_strategy import EvolutionarySearch, MeasureCandidate, PySearchStrategy
 
 from .cost_model import PrunerCostModel
+from .spread import capped_order
 
 # EvolutionarySearch stops on its own trial count; ours stops it, so it is given one it never reaches.
 _UNBOUNDED_TRIALS = 1 << 30
@@ -49,17 +51,22 @@ class DraftStage(PyCostModel):
 
 @derived_object
 class DraftThenVerifySearch(PySearchStrategy):
-    """MetaSchedule's evolutionary search scored by `model`'s draft stage, returning `survivors`
-    programs per batch, of which `model`'s verifier picks the batch to measure."""
+    """MetaSchedule's evolutionary search scored by `model`'s draft stage, returning a pool of
+    programs per batch, of which the draft picks `survivors` and `model`'s verifier the batch to
+    measure, at most `structure_cap` of one loop structure while others remain (0: no cap, and
+    the pool is the survivors)."""
+
+    POOL_PER_SURVIVOR = 4  # the search's best by draft score, to spread over structures
 
     def __init__(self, model: PrunerCostModel, *, population_size: int = 512, survivors: int = 32,
-                 inner: Optional[EvolutionarySearch] = None):
+                 structure_cap: int = 4, inner: Optional[EvolutionarySearch] = None):
         super().__init__()
         if model.verifier is None:
             raise ValueError("draft-then-verify search needs a verifier (PaCM) in the cost model")
         self.model = model
         self.population_size = population_size
         self.survivors = survivors
+        self.structure_cap = structure_cap
         self.inner = inner or EvolutionarySearch(population_size=population_size)
         self.max_trials = 0
         self.batch = 0
@@ -71,7 +78,8 @@ class DraftThenVerifySearch(PySearchStrategy):
     def pre_tuning(self, max_trials: int, num_trials_per_iter: int, design_spaces, database=None,
                    cost_model=None) -> None:
         self.max_trials, self.batch, self.trials = max_trials, num_trials_per_iter, 0
-        self.inner.pre_tuning(_UNBOUNDED_TRIALS, max(self.survivors, num_trials_per_iter), design_spaces, database,
+        pool = self.survivors * (self.POOL_PER_SURVIVOR if self.structure_cap else 1)
+        self.inner.pre_tuning(_UNBOUNDED_TRIALS, max(pool, num_trials_per_iter), design_spaces, database,
                               DraftStage(self.model))
 
     def post_tuning(self) -> None:
@@ -80,12 +88,18 @@ class DraftThenVerifySearch(PySearchStrategy):
     def generate_measure_candidates(self) -> Optional[list[MeasureCandidate]]:
         if self.trials >= self.max_trials:
             return None
-        candidates = self.inner.generate_measure_candidates()
-        if candidates is None:
+        pool = self.inner.generate_measure_candidates()
+        if pool is None:
             return None
+        pool = list(pool)
         with self.model.times.search_call():
-            order = self.model.verified_order(list(candidates))
-        return [candidates[i] for i in order[:min(self.batch, self.max_trials - self.trials)]]
+            groups = self.model.structures(pool)
+            by_draft = np.argsort(-self.model.draft_ranks(pool), kind="stable")
+            share = -(-self.structure_cap * self.survivors // max(self.batch, 1))  # the cap, per batch's worth
+            shortlist = capped_order(by_draft, groups, share)[:self.survivors]
+            verified = shortlist[self.model.verified_order([pool[i] for i in shortlist])]
+        picked = capped_order(verified, groups, self.structure_cap)
+        return [pool[i] for i in picked[:min(self.batch, self.max_trials - self.trials)]]
 
     def notify_runner_results(self, measure_candidates, results) -> None:
         self.trials += len(results)
@@ -93,4 +107,4 @@ class DraftThenVerifySearch(PySearchStrategy):
 
     def clone(self) -> "DraftThenVerifySearch":
         return DraftThenVerifySearch(self.model, population_size=self.population_size, survivors=self.survivors,
-                                     inner=self.inner.clone())
+                                     structure_cap=self.structure_cap, inner=self.inner.clone())

@@ -38,6 +38,10 @@ class TuneSettings:
     verify_max: int = field(default=32, metadata={
         "help": "pruner: PaCM re-ranks this many survivors of the draft-driven search per measured batch "
                 "(--search evolutionary: at most this many of every scored population)", "min": 1})
+    structure_cap: int = field(default=4, metadata={
+        "help": "pruner, draft-then-verify: at most this many candidates of one loop structure in a measured batch "
+                "while other structures have candidates (PaCM's shortlist spreads the same way); 0: the draft's "
+                "order alone", "min": 0})
     search: str = field(default="draft-then-verify", metadata={
         "choices": SEARCHES,
         "help": "pruner with --checkpoint: draft-then-verify (the draft model scores every generation of "
