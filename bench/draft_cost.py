@@ -5,13 +5,16 @@
   loops, templates of loop structures, symbols and analytic scores of the batch in one numpy pass),
   with the templates of the batch already known ("warm": a tuning run reuses them for thousands of
   programs) and from empty ("cold": every structure in the batch walked once);
+- py draft: the warm draft with the loops read by the Python pass (tir_walk.skeleton) instead of
+  the native one (native_skeleton.py), the reference it replaces;
 - full + PaCM: the verifier's stage (full features and a PaCM forward);
 - XGB predict: MetaSchedule's XGBModel once it predicts (from 100 measured samples on): its C++
   PerStoreFeature extraction and the booster, on the same candidates.
 
 Candidates are drawn uniformly from the design space, so they share fewer loop structures than a
 tuning population does (`tune` reports templates_templates against templates_programs).
-Ratios printed: full+PaCM / draft (how much cheaper the draft is per candidate), XGB / draft.
+Ratios printed: full+PaCM / draft (how much cheaper the draft is per candidate), the same for the
+Python pass's draft, XGB / draft.
 Times are this process's CPU time (best of --repeat): on a machine shared with other jobs, wall
 time moved the ratios by 1.5x between runs.
 
@@ -51,6 +54,7 @@ def main() -> None:
 
     from pruner_offline.features.draft_templates import DraftTemplates
     from pruner_offline.features.extract import featurize_prim_func
+    from pruner_offline.features.native_skeleton import compiled
     from pruner_offline.features.symbols import psa_symbols
     from pruner_offline.features.tir_walk import walk
     from pruner_offline.tuning.candidates import features_batch
@@ -59,16 +63,20 @@ def main() -> None:
     from pruner_offline.tuning.workloads import named_workload
 
     torch.set_num_threads(1)
+    if compiled() is None:
+        print("the native loop skeleton did not build: draft and py draft are both the Python pass")
     pacm = load_checkpoint(args.checkpoint).eval()
-    header = ["walk us", "draft us", "cold us", "full+PaCM us", "XGB us", "full/draft", "XGB/draft", "walk/draft"]
-    print(f"{'workload':<14}" + "".join(f"{h:>13}" for h in header))
-    totals = np.zeros(5)
+    header = ["walk us", "draft us", "py draft us", "cold us", "full+PaCM us", "XGB us", "full/draft",
+              "full/py draft", "XGB/draft", "walk/draft"]
+    print(f"{'workload':<14}" + "".join(f"{h:>14}" for h in header))
+    totals = np.zeros(6)
     for wl in args.workloads:
         context, cands = sample_candidates(named_workload(wl), args.n)
         schedules = [c.sch for c in cands]
         funcs = [s.mod["main"] for s in schedules]
-        warm = DraftTemplates("llvm")
+        warm, warm_py = DraftTemplates("llvm"), DraftTemplates("llvm", native=False)
         warm.draft(funcs)
+        warm_py.draft(funcs)
 
         def full_and_pacm():
             feats = [featurize_prim_func(s, "llvm") for s in schedules]
@@ -81,6 +89,7 @@ def main() -> None:
         times = np.array([
             best_of(lambda: [psa_symbols(walk(f).rows, False) for f in funcs], args.repeat),
             best_of(lambda: warm.draft(funcs), args.repeat),
+            best_of(lambda: warm_py.draft(funcs), args.repeat),
             best_of(lambda: DraftTemplates("llvm").draft(funcs), args.repeat),
             best_of(full_and_pacm, args.repeat),
             best_of(lambda: xgb.predict(context, cands), args.repeat),
@@ -91,9 +100,9 @@ def main() -> None:
 
 
 def row(name: str, us) -> str:
-    walk, draft, cold, full, xgb = us
-    return f"{name:<14}" + "".join(f"{v:>13.0f}" for v in (walk, draft, cold, full, xgb)) + "".join(
-        f"{v:>13.1f}" for v in (full / draft, xgb / draft, walk / draft))
+    walk, draft, py_draft, cold, full, xgb = us
+    return f"{name:<14}" + "".join(f"{v:>14.0f}" for v in us) + "".join(
+        f"{v:>14.1f}" for v in (full / draft, full / py_draft, xgb / draft, walk / draft))
 
 
 if __name__ == "__main__":

@@ -5,20 +5,22 @@ as a search strategy (PaCM sees only the survivors, spread over loop structures)
 
 import gc
 import logging
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
-from tvm import s_tir
+from tvm import s_tir, tirx
 from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule.runner import RunnerResult
 
 from pruner_offline.features import get_device
 from pruner_offline.features.draft_score import analytic_score, row_scores
-from pruner_offline.features.draft_templates import DraftTemplates, loop_structure, make_template
+from pruner_offline.features.draft_templates import DraftTemplates, loop_structure, loop_structures, make_template
+from pruner_offline.features.native_skeleton import build, compiled
 from pruner_offline.features.extract import featurize_prim_func
 from pruner_offline.features.symbols import PsaSymbols, TermBank, evaluate_terms, psa_symbols, unindexed_columns
-from pruner_offline.features.tir_walk import walk
+from pruner_offline.features.tir_walk import skeleton, walk
 from pruner_offline.targets import tuning_target
 from pruner_offline.tuning.candidates import CandidateFeatures, features_batch
 from pruner_offline.tuning.context import make_context
@@ -110,6 +112,47 @@ def test_the_loop_skeleton_has_every_loop_the_walk_sees_in_nesting_order():
             assert [structure.extents[c] for c in columns] == [loop.extent for loop in stmt.loops]
         assert structure.unit_loops == sum(1 << i for i, e in enumerate(structure.extents) if e == 1)
         assert sum(isinstance(k, str) for k in structure.key) >= len(result.rows)  # the stores
+
+
+def _written(shape: list) -> bytes:
+    """skeleton's shape list as native_skeleton.cc writes it."""
+    def sized(text: str) -> str:
+        return f"{len(text.encode())}:{text}"
+    parts = [f"F{int(p[1])},{sized(p[0])}{sized(p[2])}" if isinstance(p, tuple)
+             else f"S{sized(p)}" if isinstance(p, str) else f"Q{p};" for p in shape]
+    return "".join(parts).encode()
+
+
+@pytest.mark.skipif(compiled() is None, reason="the native loop skeleton did not build here (no C++ compiler?)")
+def test_the_native_skeleton_is_the_python_ones():
+    """Per program: the key is skeleton's shape list written out, the extents, loops of extent 1
+    and loop variables (the same nodes) are skeleton's; and drafts through either are the same."""
+    funcs = [c.sch.mod["main"] for wl in ("matmul", "conv2d", "depthwise", "batch-matmul")
+             for c in sample_candidates(named_workload(wl), 15, seed=7)[1]]
+    funcs += [gemm_shared_gpu(), _tiled_matmul(1, 4)]  # thread bindings; a stage computed at a loop
+    native = loop_structures(funcs)
+    for func, got in zip(funcs, native):
+        shape, extents, loop_vars = skeleton(func.body)
+        assert got.key == _written(shape)
+        assert list(got.extents) == extents
+        assert got.unit_loops == loop_structure(func).unit_loops
+        assert len(got.loop_vars) == len(loop_vars) and all(a.same_as(b) for a, b in zip(got.loop_vars, loop_vars))
+    assert any("threadIdx" in p[2] for p in skeleton(funcs[-2].body)[0] if isinstance(p, tuple))
+    assert len({s.key for s in native}) > 20  # structures told apart
+    # what is not a PrimFunc (an FFI object or not) has no structure, and costs the others nothing
+    first, *others = loop_structures([funcs[0], tirx.IntImm("int32", 1), SimpleNamespace()])
+    assert first.key == native[0].key and others == [None, None]
+    python = DraftTemplates("llvm", "epyc-2vcpu", native=False)
+    for a, b in zip(DraftTemplates("llvm", "epyc-2vcpu").draft(funcs), python.draft(funcs)):
+        np.testing.assert_array_equal(a.symbols, b.symbols)
+        assert a.draft_score == b.draft_score
+
+
+def test_a_native_skeleton_that_does_not_build_is_logged_not_raised(caplog, monkeypatch, tmp_path):
+    monkeypatch.setenv("TVM_FFI_CACHE_DIR", str(tmp_path))
+    with caplog.at_level(logging.WARNING, logger="pruner_offline.features.native_skeleton"):
+        assert build("this is not C++") is None
+    assert len(caplog.records) == 1 and "native loop skeleton not built" in caplog.text
 
 
 def test_the_term_bank_gathers_each_programs_rows_padded():

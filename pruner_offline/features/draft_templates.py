@@ -4,10 +4,11 @@ An evolutionary search's candidates come from a few design spaces; two candidate
 loops (names, kinds, thread tags), stores and statement lists, met in the same order, differ only
 in loop extents, and their PSA symbols are the same products and sums of extents (symbols.py). So
 the full TIR walk (tir_walk.walk) runs once per such loop structure, a template; every other program
-costs one Python pass down its statements that reads its loops' names, kinds and extents and its
-stores' buffer names (tir_walk.skeleton, 6-8x cheaper than the walk; these FFI reads are most of
-the draft's cost), and the symbols and draft scores of a whole population come from one numpy pass
-over rows gathered from one TermBank, whatever templates it mixes.
+costs one pass down its statements that reads its loops' names, kinds and extents and its stores'
+buffer names (tir_walk.skeleton, 6-8x cheaper than the walk; in Python these FFI reads were most of
+the draft's cost, so a population's are read in one native call, native_skeleton.py), and the
+symbols and draft scores of a whole population come from one numpy pass over rows gathered from
+one TermBank, whatever templates it mixes.
 
 A loop of extent 1 can drop out of the indices (a stage computed at it is bound without it), so
 one walk cannot tell which buffers such a loop indexes in a statement where it indexes none
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import NamedTuple, Optional
+from typing import NamedTuple, Optional, Sequence
 
 import numpy as np
 from tvm import tirx
@@ -32,6 +33,7 @@ from tvm import tirx
 from .devices import DeviceConstants, device_for
 from .draft_score import row_scores
 from .gc_pause import gc_paused
+from .native_skeleton import skeletons
 from .symbols import (SymbolTerms, TermBank, evaluate_terms, symbol_terms, unindexed_columns,
                       with_index_columns)
 from .tir_walk import skeleton, walk
@@ -48,13 +50,14 @@ class LoopStructure(NamedTuple):
     """A program's loops, stores and statement lists in pre-order (the template key), and its loop
     extents and loop variables in the same order. (A named tuple: one is made per program.)"""
 
-    key: tuple
-    extents: list[int]
+    key: tuple | bytes  # skeleton's shape list, or the same written out by native_skeleton
+    extents: Sequence[int]
     unit_loops: int  # bit i set: loop i has extent 1
-    loop_vars: list
+    loop_vars: Sequence
 
 
 def loop_structure(func: tirx.PrimFunc) -> LoopStructure:
+    """The Python pass: the reference, and what is used where the native one cannot be built."""
     # A statement list's length is in the key because it fixes where the loops after it sit: in
     # the list or below the loop before it (a cache stage computed at one loop or at its parent).
     shape, extents, loop_vars = skeleton(func.body)
@@ -63,6 +66,21 @@ def loop_structure(func: tirx.PrimFunc) -> LoopStructure:
         if extent == 1:
             units |= 1 << i
     return LoopStructure(tuple(shape), extents, units, loop_vars)
+
+
+def loop_structures(funcs: list[tirx.PrimFunc], native: bool = True) -> list[Optional[LoopStructure]]:
+    """Each program's loop structure, None where it cannot be read. Keys from the native pass and
+    from the Python one never compare equal: a process uses one of them."""
+    read = skeletons(funcs) if native else None
+    if read is not None:
+        return [None if s is None else LoopStructure(*s) for s in read]
+    out: list[Optional[LoopStructure]] = []
+    for func in funcs:
+        try:
+            out.append(loop_structure(func))
+        except Exception:  # noqa: BLE001 - a TVM error on one program must not end the search
+            out.append(None)
+    return out
 
 
 def make_template(func: tirx.PrimFunc, structure: LoopStructure) -> SymbolTerms:
@@ -83,8 +101,10 @@ class TemplateTimes:
 class DraftTemplates:
     """The draft model's inputs of programs, through templates kept for the whole tuning run."""
 
-    def __init__(self, target_kind: str, device: str | DeviceConstants | None = None):
+    def __init__(self, target_kind: str, device: str | DeviceConstants | None = None, native: bool = True):
+        """native=False: loop structures read by the Python pass (the reference; bench/draft_cost.py)."""
         self.device = device_for(target_kind, device)
+        self.native = native
         # structure key -> (loops whose indexing is unknown: in every program walked of extent 1 and
         # indexing nothing in some statement (unindexed_columns); the terms and their rows in the
         # bank, None where the walk failed)
@@ -130,12 +150,7 @@ class DraftTemplates:
 
     def _draft(self, funcs: list[tirx.PrimFunc]) -> list[Optional[DraftFeatures]]:
         start, walks_before = time.perf_counter(), self.times.template_s
-        structures: dict[int, LoopStructure] = {}
-        for i, func in enumerate(funcs):
-            try:
-                structures[i] = loop_structure(func)
-            except Exception:  # noqa: BLE001 - as above
-                pass
+        structures = {i: s for i, s in enumerate(loop_structures(funcs, self.native)) if s is not None}
         owners, starts, counts, extents = [], [], [], []
         # Of the programs of one structure, those with the fewest loops of extent 1 first: the one
         # walked for a new template then knows the most loops, and fewer others need a walk.

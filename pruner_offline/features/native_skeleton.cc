@@ -1,0 +1,241 @@
+// The loop skeleton of scheduled PrimFuncs (tir_walk.skeleton) read in C++, for a whole population in
+// one call. The TVM wheel ships tvm-ffi's headers but not TIR's, so nodes are read the way Python
+// reads them: through the reflection table, each field's getter found once by type key and name.
+// native_skeleton.py documents what is returned; tir_walk.skeleton is the reference.
+
+#include <tvm/ffi/container/array.h>
+#include <tvm/ffi/container/shape.h>
+#include <tvm/ffi/reflection/accessor.h>
+#include <tvm/ffi/string.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+using tvm::ffi::Any;
+using tvm::ffi::Array;
+using tvm::ffi::ArrayObj;
+using tvm::ffi::Bytes;
+using tvm::ffi::Object;
+using tvm::ffi::Shape;
+using tvm::ffi::String;
+
+int32_t TypeIndexOf(const char* type_key) {
+  TVMFFIByteArray key{type_key, std::strlen(type_key)};
+  int32_t index;
+  TVM_FFI_CHECK_SAFE_CALL(TVMFFITypeKeyToIndex(&key, &index));
+  return index;
+}
+
+// The field of that name of the type or of one of its ancestors; nullptr if there is none.
+const TVMFFIFieldInfo* FindField(int32_t type_index, const char* name) {
+  const TVMFFIFieldInfo* found = nullptr;
+  size_t length = std::strlen(name);
+  tvm::ffi::reflection::ForEachFieldInfoWithEarlyStop(
+      TVMFFIGetTypeInfo(type_index), [&](const TVMFFIFieldInfo* field) {
+        if (field->name.size == length && std::memcmp(field->name.data, name, length) == 0) {
+          found = field;
+        }
+        return found != nullptr;
+      });
+  return found;
+}
+
+const TVMFFIFieldInfo* Field(const char* type_key, const char* name) {
+  const TVMFFIFieldInfo* field = FindField(TypeIndexOf(type_key), name);
+  TVM_FFI_ICHECK(field != nullptr) << type_key << " has no field " << name;
+  return field;
+}
+
+Any Get(const Object* node, const TVMFFIFieldInfo* field) {
+  Any value;
+  void* address = const_cast<char*>(reinterpret_cast<const char*>(node)) + field->offset;
+  TVM_FFI_CHECK_SAFE_CALL(field->getter(address, reinterpret_cast<TVMFFIAny*>(&value)));
+  return value;
+}
+
+// An object field's node (nullptr for None), borrowed: its owner keeps it alive for the whole walk.
+const Object* Node(const Object* node, const TVMFFIFieldInfo* field) {
+  return Get(node, field).as<Object>();
+}
+
+// The same where the walk reads the node's fields: an error (the program is skipped, as Python's
+// AttributeError on None skips it) where a malformed program has none.
+const Object* Required(const Object* node, const TVMFFIFieldInfo* field) {
+  const Object* value = Node(node, field);
+  TVM_FFI_ICHECK(value != nullptr) << "a missing " << std::string(field->name.data, field->name.size);
+  return value;
+}
+
+void AppendSized(std::string* out, const String& text) {
+  *out += std::to_string(text.size());
+  *out += ':';
+  out->append(text.data(), text.size());
+}
+
+// A field found by name in whatever type holds it, looked up once per type (the statements the
+// walk passes through by their body: AttrStmt, DeclBuffer, While...; the buffers whose names it reads).
+class FieldByName {
+ public:
+  explicit FieldByName(const char* name) : name_(name) {}
+
+  const TVMFFIFieldInfo* Of(int32_t type_index) {
+    if (static_cast<size_t>(type_index) >= known_.size()) {
+      fields_.resize(type_index + 1, nullptr);
+      known_.resize(type_index + 1, false);
+    }
+    if (!known_[type_index]) {
+      fields_[type_index] = FindField(type_index, name_);
+      known_[type_index] = true;
+    }
+    return fields_[type_index];
+  }
+
+ private:
+  const char* name_;
+  std::vector<const TVMFFIFieldInfo*> fields_;
+  std::vector<bool> known_;
+};
+
+struct Reader {
+  int32_t prim_func, for_, block_realize, buffer_store, seq_stmt, if_then_else, bind, int_imm;
+  const TVMFFIFieldInfo *func_body, *loop_var, *kind, *extent, *for_body, *thread_binding,
+      *thread_tag, *var_name, *block, *init, *block_body, *buffer, *seq, *then_case, *else_case,
+      *int_value;
+  FieldByName body{"body"}, name{"name"};
+  int64_t thread_binding_kind = 0;
+
+  Reader()
+      : prim_func(TypeIndexOf("tirx.PrimFunc")),
+        for_(TypeIndexOf("tirx.For")),
+        block_realize(TypeIndexOf("s_tir.SBlockRealize")),
+        buffer_store(TypeIndexOf("tirx.BufferStore")),
+        seq_stmt(TypeIndexOf("tirx.SeqStmt")),
+        if_then_else(TypeIndexOf("tirx.IfThenElse")),
+        bind(TypeIndexOf("tirx.Bind")),
+        int_imm(TypeIndexOf("ir.IntImm")),
+        func_body(Field("tirx.PrimFunc", "body")),
+        loop_var(Field("tirx.For", "loop_var")),
+        kind(Field("tirx.For", "kind")),
+        extent(Field("tirx.For", "extent")),
+        for_body(Field("tirx.For", "body")),
+        thread_binding(Field("tirx.For", "thread_binding")),
+        thread_tag(Field("tirx.IterVar", "thread_tag")),
+        var_name(Field("ir.Var", "name")),
+        block(Field("s_tir.SBlockRealize", "block")),
+        init(Field("s_tir.SBlock", "init")),
+        block_body(Field("s_tir.SBlock", "body")),
+        buffer(Field("tirx.BufferStore", "buffer")),
+        seq(Field("tirx.SeqStmt", "seq")),
+        then_case(Field("tirx.IfThenElse", "then_case")),
+        else_case(Field("tirx.IfThenElse", "else_case")),
+        int_value(Field("ir.IntImm", "value")) {}
+};
+
+// One program's skeleton. The key is tir_walk.skeleton's shape list written out without ambiguity
+// (names carry their length): a loop "F<kind>,<len>:<var name><len>:<thread tag>", a store
+// "S<len>:<buffer name>", a statement list "Q<length>;".
+struct Skeleton {
+  std::string key;
+  std::vector<int64_t> extents;
+  Array<Any> loop_vars;
+};
+
+void Visit(Reader& r, const Object* stmt, Skeleton* out) {
+  while (stmt != nullptr) {  // down a chain of single bodies without recursing
+    int32_t type = stmt->type_index();
+    if (type == r.for_) {
+      Any var = Get(stmt, r.loop_var);
+      TVM_FFI_ICHECK(var.as<Object>() != nullptr) << "a loop without its variable";
+      int64_t kind = Get(stmt, r.kind).cast<int64_t>();
+      out->key += 'F';
+      out->key += std::to_string(kind);
+      out->key += ',';
+      AppendSized(&out->key, Get(var.as<Object>(), r.var_name).cast<String>());
+      if (kind == r.thread_binding_kind) {
+        AppendSized(&out->key, Get(Required(stmt, r.thread_binding), r.thread_tag).cast<String>());
+      } else {
+        out->key += "0:";
+      }
+      const Object* extent = Node(stmt, r.extent);
+      out->extents.push_back(extent != nullptr && extent->type_index() == r.int_imm
+                                 ? Get(extent, r.int_value).cast<int64_t>()
+                                 : 1);
+      out->loop_vars.push_back(std::move(var));
+      stmt = Node(stmt, r.for_body);
+    } else if (type == r.block_realize) {
+      const Object* block = Required(stmt, r.block);
+      Visit(r, Node(block, r.init), out);
+      stmt = Node(block, r.block_body);
+    } else if (type == r.buffer_store) {
+      out->key += 'S';
+      const Object* buffer = Required(stmt, r.buffer);
+      const TVMFFIFieldInfo* name = r.name.Of(buffer->type_index());
+      TVM_FFI_ICHECK(name != nullptr) << "a buffer without a name";
+      AppendSized(&out->key, Get(buffer, name).cast<String>());
+      return;
+    } else if (type == r.seq_stmt) {
+      Any seq = Get(stmt, r.seq);
+      const ArrayObj* items = seq.as<ArrayObj>();
+      TVM_FFI_ICHECK(items != nullptr) << "a statement list without its statements";
+      out->key += 'Q';
+      out->key += std::to_string(items->size());
+      out->key += ';';
+      for (const Any& item : *items) Visit(r, item.as<Object>(), out);
+      return;
+    } else if (type == r.if_then_else) {
+      Visit(r, Node(stmt, r.then_case), out);
+      stmt = Node(stmt, r.else_case);
+    } else {
+      const TVMFFIFieldInfo* body = type == r.bind ? nullptr : r.body.Of(type);
+      stmt = body == nullptr ? nullptr : Node(stmt, body);
+    }
+  }
+}
+
+}  // namespace
+
+// funcs: PrimFuncs. Returns [keys (bytes, joined), key ends, extents (joined), loop ends, unit
+// loops (bytes: per program `stride` bytes, bit i set where loop i has extent 1), stride, loop
+// variables (an array per program), indices of the programs that could not be read].
+Array<Any> loop_skeletons(const Array<Any>& funcs, int64_t thread_binding_kind) {
+  // per thread: its field caches grow as it meets new types, and FFI calls may run in parallel
+  thread_local Reader reader;
+  reader.thread_binding_kind = thread_binding_kind;
+  std::string keys;
+  std::vector<int64_t> key_ends, extents, loop_ends, failed;
+  Array<Any> loop_vars;
+  size_t most_loops = 0;
+  for (size_t i = 0; i < funcs.size(); ++i) {
+    Skeleton program;
+    const Object* func = funcs[i].as<Object>();
+    try {
+      TVM_FFI_ICHECK(func != nullptr && func->type_index() == reader.prim_func) << "not a PrimFunc";
+      Visit(reader, Node(func, reader.func_body), &program);
+    } catch (const std::exception&) {
+      failed.push_back(static_cast<int64_t>(i));
+      program = Skeleton();
+    }
+    keys += program.key;
+    key_ends.push_back(static_cast<int64_t>(keys.size()));
+    extents.insert(extents.end(), program.extents.begin(), program.extents.end());
+    loop_ends.push_back(static_cast<int64_t>(extents.size()));
+    most_loops = std::max(most_loops, program.extents.size());
+    loop_vars.push_back(std::move(program.loop_vars));
+  }
+  size_t stride = (most_loops + 7) / 8;
+  std::string units(stride * funcs.size(), '\0');
+  int64_t begin = 0;
+  for (size_t i = 0; i < funcs.size(); ++i) {
+    for (int64_t j = begin; j < loop_ends[i]; ++j) {
+      if (extents[j] == 1) units[i * stride + (j - begin) / 8] |= static_cast<char>(1 << ((j - begin) % 8));
+    }
+    begin = loop_ends[i];
+  }
+  return Array<Any>{Bytes(std::move(keys)), Shape(std::move(key_ends)), Shape(std::move(extents)),
+                    Shape(std::move(loop_ends)), Bytes(std::move(units)), static_cast<int64_t>(stride),
+                    loop_vars, Shape(std::move(failed))};
+}
