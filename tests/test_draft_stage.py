@@ -22,6 +22,7 @@ from pruner_offline.features.extract import featurize_prim_func
 from pruner_offline.features.symbols import PsaSymbols, TermBank, evaluate_terms, psa_symbols, unindexed_columns
 from pruner_offline.features.tir_walk import skeleton, walk
 from pruner_offline.targets import tuning_target
+from pruner_offline.tuning.calibration import StructureCalibration
 from pruner_offline.tuning.candidates import CandidateFeatures, features_batch
 from pruner_offline.tuning.context import make_context
 from pruner_offline.tuning.cost_model import PrunerCostModel
@@ -322,3 +323,33 @@ def test_the_search_spreads_shortlist_and_batch_over_loop_structures():
     keys = [loop_structure(c.sch.mod["main"]).key for c in batch]
     assert len(set(keys)) == 4 and pool >= 32
     strategy.post_tuning()
+
+
+def test_calibration_divides_each_structure_by_how_far_it_was_off():
+    cal = StructureCalibration()
+    np.testing.assert_array_equal(cal.scores([1, 2], np.array([4.0, 2.0])), [4.0, 2.0])  # nothing measured
+    # structure 1: modelled 1/4 s, measured 1 s (4x off); structure 2: modelled 1/2 s, measured 1/4 s
+    cal.add([1, 1, 2, 3], [4.0, 4.0, 2.0, 5.0], [1.0, 1.0, 0.25, float("inf")])  # a failed run is left out
+    assert len(cal) == 2
+    scores = cal.scores([1, 2, 9], np.array([4.0, 2.0, 3.0]))
+    np.testing.assert_allclose(scores[:2], [1.0, 4.0])  # measured throughputs: 2 now ranks above 1
+    np.testing.assert_allclose(scores[2], 3.0 / np.exp(np.median([np.log(4.0), np.log(0.5)])))
+
+
+def test_calibrated_draft_ranks_learn_from_measured_structures(space):
+    context, candidates = space
+    model = PrunerCostModel.from_checkpoint(REPO / "checkpoints" / "pacm.pt", target_kind="llvm", calibrate=True)
+    groups = model.structures(candidates)
+    before = model.draft_ranks(candidates)
+    top = groups[np.argmax(before)]  # the draft's favourite structure measures 1000x slower than modelled
+    measured = [i for i, g in enumerate(groups) if g == top][:2] + [i for i, g in enumerate(groups) if g != top][:2]
+    scores = np.array([model.features.draft([candidates[i].sch])[0].draft_score for i in measured])
+    slow = np.array([1000.0 if groups[i] == top else 1.0 for i in measured])
+    model.update(context, [candidates[i] for i in measured], [RunnerResult([float(x)], None) for x in slow / scores])
+    after = model.draft_ranks(candidates)
+    assert groups[np.argmax(after)] != top
+    same = groups == groups[measured[-1]]  # within a structure the draft's order stays
+    assert np.array_equal(np.argsort(before[same]), np.argsort(after[same]))
+    plain = PrunerCostModel.from_checkpoint(REPO / "checkpoints" / "pacm.pt", target_kind="llvm")
+    plain.update(context, [candidates[i] for i in measured], [RunnerResult([float(x)], None) for x in slow / scores])
+    np.testing.assert_array_equal(plain.draft_ranks(candidates), before)

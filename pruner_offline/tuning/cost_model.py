@@ -25,6 +25,7 @@ from ..features.extract import ProgramFeatures
 from ..tenset.labels import FAILED_COST
 from ..training.export import export_model, load_model, model_device
 from ..training.module import CostModelModule
+from .calibration import StructureCalibration
 from .candidates import CandidateFeatures, draft_batch, features_batch
 from .ranking import draft_then_verify
 from .timing import measured_seconds
@@ -95,12 +96,14 @@ class PrunerCostModel(PyCostModel):
     verify_fraction: share of each scored population that the verifier re-ranks; verify_max: at most
     this many per population (full features cost ~10x the draft inputs: verifying a fifth of every
     generation's 512 programs cost more than everything else in a tuning run), None for no limit.
-    on_update: online training, see OnlineUpdate; None keeps the verifier as loaded."""
+    on_update: online training, see OnlineUpdate; None keeps the verifier as loaded.
+    calibrate: divide the analytic draft score of each loop structure by how far it was off on that
+    structure's measured programs (calibration.py); no effect with a learned draft model."""
 
     def __init__(self, *, target_kind: str, verifier: Optional[CostModelModule] = None,
                  draft: Optional[CostModelModule] = None, device: str | DeviceConstants | None = None,
                  verify_fraction: float = 0.2, verify_max: Optional[int] = None,
-                 on_update: Optional[OnlineUpdate] = None):
+                 on_update: Optional[OnlineUpdate] = None, calibrate: bool = False):
         super().__init__()
         if not 0 < verify_fraction <= 1:
             raise ValueError(f"verify_fraction must be in (0, 1], got {verify_fraction}")
@@ -112,19 +115,20 @@ class PrunerCostModel(PyCostModel):
         self.device = device_for(target_kind, device)
         self.features = CandidateFeatures(target_kind, self.device)
         self.measured = MeasuredPrograms()
+        self.calibration = StructureCalibration() if calibrate and self.draft is None else None
         self.times = CostModelTimes()
 
     @classmethod
     def from_checkpoint(cls, checkpoint: str | Path | None, draft: str | Path | None = None, *,
                         target_kind: str = "llvm", device: str | DeviceConstants | None = None,
                         verify_fraction: float = 0.2, verify_max: Optional[int] = None,
-                        on_update: Optional[OnlineUpdate] = None) -> "PrunerCostModel":
+                        on_update: Optional[OnlineUpdate] = None, calibrate: bool = False) -> "PrunerCostModel":
         """Load model files written by ``pruner-train pretrain``; the draft score uses the device
         constants the models were trained with (``device`` may only confirm them)."""
         models = {str(p): load_model(p, expect_schema=str(FEATURE_SCHEMA_VERSION)) for p in (checkpoint, draft) if p}
         dev = model_device(target_kind, {p: meta for p, (_, meta) in models.items()}, device)
         return cls(target_kind=target_kind, device=dev, verify_fraction=verify_fraction, verify_max=verify_max,
-                   on_update=on_update,
+                   on_update=on_update, calibrate=calibrate,
                    verifier=models[str(checkpoint)][0] if checkpoint else None,
                    draft=models[str(draft)][0] if draft else None)
 
@@ -145,6 +149,8 @@ class PrunerCostModel(PyCostModel):
             return scores
         if self.draft is None:
             scores[valid] = [drafts[i].draft_score for i in valid]
+            if self.calibration is not None:
+                scores[valid] = self.calibration.scores([drafts[i].structure for i in valid], scores[valid])
             return scores
         start = time.perf_counter()
         with torch.no_grad():
@@ -193,6 +199,11 @@ class PrunerCostModel(PyCostModel):
 
     def update(self, context, candidates: list[MeasureCandidate], results: list[RunnerResult]) -> None:
         start = time.perf_counter()
+        if self.calibration is not None:
+            drafts = self.features.draft([c.sch for c in candidates])
+            valid = [(d, r) for d, r in zip(drafts, results) if d is not None]
+            self.calibration.add([d.structure for d, _ in valid], [d.draft_score for d, _ in valid],
+                                 [measured_seconds(r) for _, r in valid])
         if self.on_update is not None:  # only online training needs the measured programs' features
             for feats, result in zip(self.features.full([c.sch for c in candidates]), results):
                 if feats is not None:

@@ -49,7 +49,7 @@ def make_cost_model(s: TuneSettings) -> ms.cost_model.CostModel:
 
         return PrunerCostModel.from_checkpoint(
             s.checkpoint, s.draft, target_kind=s.target_kind, device=s.device, verify_fraction=s.verify_fraction,
-            verify_max=s.verify_max,
+            verify_max=s.verify_max, calibrate=s.calibrate,
             on_update=(AdaptUpdate(ONLINE_METHODS[s.online_method], epochs=s.online_epochs, seed=s.seed or 0)
                        if s.online_epochs else None))
     if s.cost_model == "xgb":

@@ -42,6 +42,9 @@ class TuneSettings:
         "help": "pruner, draft-then-verify: at most this many candidates of one loop structure in a measured batch "
                 "while other structures have candidates (PaCM's shortlist spreads the same way); 0: the draft's "
                 "order alone", "min": 0})
+    calibrate: bool = field(default=False, metadata={
+        "help": "pruner, analytic draft: divide each loop structure's draft score by how far it was off on the "
+                "structure's measured programs"})
     search: str = field(default="draft-then-verify", metadata={
         "choices": SEARCHES,
         "help": "pruner with --checkpoint: draft-then-verify (the draft model scores every generation of "
