@@ -175,7 +175,7 @@ def main() -> None:
     ap.add_argument("--verify-max", type=int, default=32)
     ap.add_argument("--structure-cap", type=int, default=4, help="tune --structure-cap (runs of another cap "
                     "belong in another --out)")
-    ap.add_argument("--calibrate", action=argparse.BooleanOptionalAction, default=False,
+    ap.add_argument("--calibrate", action=argparse.BooleanOptionalAction, default=True,
                     help="tune --calibrate (runs with and without belong in different --out)")
     ap.add_argument("--online-epochs", type=int, default=5)
     ap.add_argument("--online-method", choices=("guarded", "retrain", "moa"), default="guarded")

@@ -103,7 +103,7 @@ class PrunerCostModel(PyCostModel):
     def __init__(self, *, target_kind: str, verifier: Optional[CostModelModule] = None,
                  draft: Optional[CostModelModule] = None, device: str | DeviceConstants | None = None,
                  verify_fraction: float = 0.2, verify_max: Optional[int] = None,
-                 on_update: Optional[OnlineUpdate] = None, calibrate: bool = False):
+                 on_update: Optional[OnlineUpdate] = None, calibrate: bool = True):
         super().__init__()
         if not 0 < verify_fraction <= 1:
             raise ValueError(f"verify_fraction must be in (0, 1], got {verify_fraction}")
@@ -122,7 +122,7 @@ class PrunerCostModel(PyCostModel):
     def from_checkpoint(cls, checkpoint: str | Path | None, draft: str | Path | None = None, *,
                         target_kind: str = "llvm", device: str | DeviceConstants | None = None,
                         verify_fraction: float = 0.2, verify_max: Optional[int] = None,
-                        on_update: Optional[OnlineUpdate] = None, calibrate: bool = False) -> "PrunerCostModel":
+                        on_update: Optional[OnlineUpdate] = None, calibrate: bool = True) -> "PrunerCostModel":
         """Load model files written by ``pruner-train pretrain``; the draft score uses the device
         constants the models were trained with (``device`` may only confirm them)."""
         models = {str(p): load_model(p, expect_schema=str(FEATURE_SCHEMA_VERSION)) for p in (checkpoint, draft) if p}
