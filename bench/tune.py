@@ -101,7 +101,7 @@ def run_one(wl: str, model: str, seed: int, args, checkpoint: Path) -> dict:
     if model.startswith("pruner"):
         online = model == "pruner-online"
         s = TuneSettings(cost_model="pruner", checkpoint=str(checkpoint), verify_max=args.verify_max,
-                         structure_cap=args.structure_cap, calibrate=args.calibrate, online_epochs=args.online_epochs if online else 0, online_method=args.online_method,
+                         structure_cap=args.structure_cap, calibrate=args.calibrate, explore=args.explore, online_epochs=args.online_epochs if online else 0, online_method=args.online_method,
                          search=args.search, **common)
     else:
         s = TuneSettings(cost_model=model, **common)
@@ -177,6 +177,7 @@ def main() -> None:
                     "belong in another --out)")
     ap.add_argument("--calibrate", action=argparse.BooleanOptionalAction, default=True,
                     help="tune --calibrate (runs with and without belong in different --out)")
+    ap.add_argument("--explore", type=int, default=0, help="tune --explore")
     ap.add_argument("--online-epochs", type=int, default=5)
     ap.add_argument("--online-method", choices=("guarded", "retrain", "moa"), default="guarded")
     ap.add_argument("--search", choices=SEARCHES, default=SEARCHES[0], help="our models' search strategy "
@@ -223,7 +224,7 @@ def main() -> None:
     runs = [r for r in done.values() if r["workload"] in args.workloads and r["seed"] in args.seeds
             and r["model"] in args.models]
     print(f"trials {args.trials} (budgets {budgets}), batch {args.trials_per_batch}, population {args.population}, "
-          f"seeds {args.seeds}, verify_max {args.verify_max}, structure cap {args.structure_cap}, calibrate {args.calibrate}, online {args.online_method} x {args.online_epochs} "
+          f"seeds {args.seeds}, verify_max {args.verify_max}, structure cap {args.structure_cap}, calibrate {args.calibrate}, explore {args.explore}, online {args.online_method} x {args.online_epochs} "
           f"epochs, search {args.search}; checkpoint {checkpoint}" + (f" pretrained on {n_past} workloads of {args.past}, none benchmarked"
                                                 if n_past else " (given)"))
     print(tables(runs, [m for m in MODELS if m in args.models], budgets))

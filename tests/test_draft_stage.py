@@ -353,3 +353,19 @@ def test_calibrated_draft_ranks_learn_from_measured_structures(space):
     plain = PrunerCostModel.from_checkpoint(REPO / "checkpoints" / "pacm.pt", target_kind="llvm", calibrate=False)
     plain.update(context, [candidates[i] for i in measured], [RunnerResult([float(x)], None) for x in slow / scores])
     np.testing.assert_array_equal(plain.draft_ranks(candidates), before)
+
+
+def test_the_search_explores_structures_not_measured_yet():
+    model = PrunerCostModel.from_checkpoint(REPO / "checkpoints" / "pacm.pt", target_kind="llvm")
+    context = make_context(named_workload("conv2d"), tuning_target("llvm", 2), num_threads=1, seed=0,
+                           logger=logging.getLogger("test"), population_size=64,
+                           strategy=DraftThenVerifySearch(model, population_size=64, survivors=8, explore=2))
+    strategy = context.search_strategy
+    strategy.pre_tuning(12, 4, context.generate_design_space(), ms.database.MemoryDatabase(), model)
+    batch = strategy.generate_measure_candidates()
+    structures = [int(g) for g in model.structures(batch)]
+    assert len(batch) == 4 and not set(structures[2:]) & set(structures[:2]) and len(set(structures[2:])) == 2
+    strategy.notify_runner_results(batch, [RunnerResult([1e-3], None)] * 4)
+    second = [int(g) for g in model.structures(strategy.generate_measure_candidates())]
+    assert not set(second[2:]) & set(structures)  # explored: never a structure measured before
+    strategy.post_tuning()

@@ -83,7 +83,7 @@ def make_strategy(s: TuneSettings, model: ms.cost_model.CostModel) -> Optional[m
     from .search import DraftThenVerifySearch
 
     return DraftThenVerifySearch(model, population_size=s.population_size, survivors=s.verify_max,
-                                 structure_cap=s.structure_cap)
+                                 structure_cap=s.structure_cap, explore=s.explore)
 
 
 def cost_seconds(model: TimedCostModel, cpu: bool = False) -> float:

@@ -7,7 +7,10 @@ then scores only those survivors, once per measured batch, and the best of them 
 (DESIGN.md §6: the draft runs the generations, PaCM scores the ~512 survivors once and returns
 ~20.) The evolutionary search itself is MetaSchedule's, asked for a pool of candidates instead of a
 batch. The draft's best of the pool, at most a share of them per loop structure (spread.py), are
-PaCM's shortlist, and PaCM's best of those, at most `structure_cap` per structure, the batch.
+PaCM's shortlist, and PaCM's best of those, at most `structure_cap` per structure, the batch, but
+for `explore` candidates of the pool drawn at random from loop structures not measured yet: the
+draft misjudges some structures by 4x (depthwise on CPUs ran fastest unvectorized, which it ranks
+low), and once one of them is measured, calibration.py re-ranks all its programs.
 """
 
 from __future__ import annotations
@@ -59,7 +62,7 @@ class DraftThenVerifySearch(PySearchStrategy):
     POOL_PER_SURVIVOR = 4  # the search's best by draft score, to spread over structures
 
     def __init__(self, model: PrunerCostModel, *, population_size: int = 512, survivors: int = 32,
-                 structure_cap: int = 4, inner: Optional[EvolutionarySearch] = None):
+                 structure_cap: int = 4, explore: int = 0, inner: Optional[EvolutionarySearch] = None):
         super().__init__()
         if model.verifier is None:
             raise ValueError("draft-then-verify search needs a verifier (PaCM) in the cost model")
@@ -67,6 +70,9 @@ class DraftThenVerifySearch(PySearchStrategy):
         self.population_size = population_size
         self.survivors = survivors
         self.structure_cap = structure_cap
+        self.explore = explore
+        self.measured: set[int] = set()  # loop structures of the programs measured
+        self.rng = np.random.default_rng()
         self.inner = inner or EvolutionarySearch(population_size=population_size)
         self.max_trials = 0
         self.batch = 0
@@ -74,10 +80,12 @@ class DraftThenVerifySearch(PySearchStrategy):
 
     def _initialize_with_tune_context(self, context) -> None:
         self.inner._initialize_with_tune_context(context)
+        self.rng = np.random.default_rng(int(context.rand_state) & 0xFFFFFFFF)
 
     def pre_tuning(self, max_trials: int, num_trials_per_iter: int, design_spaces, database=None,
                    cost_model=None) -> None:
         self.max_trials, self.batch, self.trials = max_trials, num_trials_per_iter, 0
+        self.measured = set()
         pool = self.survivors * (self.POOL_PER_SURVIVOR if self.structure_cap else 1)
         self.inner.pre_tuning(_UNBOUNDED_TRIALS, max(pool, num_trials_per_iter), design_spaces, database,
                               DraftStage(self.model))
@@ -98,13 +106,20 @@ class DraftThenVerifySearch(PySearchStrategy):
             share = -(-self.structure_cap * self.survivors // max(self.batch, 1))  # the cap, per batch's worth
             shortlist = capped_order(by_draft, groups, share)[:self.survivors]
             verified = shortlist[self.model.verified_order([pool[i] for i in shortlist])]
-        picked = capped_order(verified, groups, self.structure_cap)
-        return [pool[i] for i in picked[:min(self.batch, self.max_trials - self.trials)]]
+        n = min(self.batch, self.max_trials - self.trials)
+        picked = list(capped_order(verified, groups, self.structure_cap)[:n])
+        fresh, seen = [], self.measured | {int(groups[i]) for i in picked}
+        for i in self.rng.permutation(len(pool)) if self.explore else ():
+            if len(fresh) < min(self.explore, n - 1) and int(groups[i]) not in seen:
+                fresh.append(int(i))
+                seen.add(int(groups[i]))
+        return [pool[i] for i in picked[:n - len(fresh)] + fresh]
 
     def notify_runner_results(self, measure_candidates, results) -> None:
         self.trials += len(results)
+        self.measured.update(int(g) for g in self.model.structures(list(measure_candidates)))
         self.inner.notify_runner_results(measure_candidates, results)
 
     def clone(self) -> "DraftThenVerifySearch":
         return DraftThenVerifySearch(self.model, population_size=self.population_size, survivors=self.survivors,
-                                     structure_cap=self.structure_cap, inner=self.inner.clone())
+                                     structure_cap=self.structure_cap, explore=self.explore, inner=self.inner.clone())

@@ -42,6 +42,9 @@ class TuneSettings:
         "help": "pruner, draft-then-verify: at most this many candidates of one loop structure in a measured batch "
                 "while other structures have candidates (PaCM's shortlist spreads the same way); 0: the draft's "
                 "order alone", "min": 0})
+    explore: int = field(default=0, metadata={
+        "help": "pruner, draft-then-verify: candidates per measured batch drawn at random from loop structures "
+                "not measured yet, in place of PaCM's last picks", "min": 0})
     # on by default: over bench/tune.py's 6 workloads x 3 seeds (with --structure-cap 4) the
     # best-latency ratio to XGB at 32 / 64 trials went from 0.91 / 0.88 to 0.99 / 0.95
     calibrate: bool = field(default=True, metadata={
