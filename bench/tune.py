@@ -177,7 +177,8 @@ def main() -> None:
                     "belong in another --out)")
     ap.add_argument("--calibrate", action=argparse.BooleanOptionalAction, default=True,
                     help="tune --calibrate (runs with and without belong in different --out)")
-    ap.add_argument("--explore", type=int, default=0, help="tune --explore")
+    ap.add_argument("--explore", type=int, default=2, help="tune --explore (runs of another value belong in "
+                    "another --out)")
     ap.add_argument("--online-epochs", type=int, default=5)
     ap.add_argument("--online-method", choices=("guarded", "retrain", "moa"), default="guarded")
     ap.add_argument("--search", choices=SEARCHES, default=SEARCHES[0], help="our models' search strategy "

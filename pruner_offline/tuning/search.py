@@ -62,7 +62,7 @@ class DraftThenVerifySearch(PySearchStrategy):
     POOL_PER_SURVIVOR = 4  # the search's best by draft score, to spread over structures
 
     def __init__(self, model: PrunerCostModel, *, population_size: int = 512, survivors: int = 32,
-                 structure_cap: int = 4, explore: int = 0, inner: Optional[EvolutionarySearch] = None):
+                 structure_cap: int = 4, explore: int = 2, inner: Optional[EvolutionarySearch] = None):
         super().__init__()
         if model.verifier is None:
             raise ValueError("draft-then-verify search needs a verifier (PaCM) in the cost model")
