@@ -33,7 +33,7 @@ from tvm import tirx
 from .devices import DeviceConstants, device_for
 from .draft_score import row_scores
 from .gc_pause import gc_paused
-from .native_skeleton import skeletons, stores_in_key
+from .native_skeleton import skeletons
 from .symbols import (SymbolTerms, TermBank, evaluate_terms, symbol_terms, unindexed_columns,
                       with_index_columns)
 from .tir_walk import skeleton, walk
@@ -44,7 +44,6 @@ class DraftFeatures:
     symbols: np.ndarray  # [n, 11] float32, SYMBOL_COLUMNS
     draft_score: float
     structure: int  # the same for programs of one loop structure (a hash of its key, this process only)
-    stages: int  # the same for programs that store the same buffers (which stages are inlined or cached)
 
 
 class LoopStructure(NamedTuple):
@@ -84,12 +83,6 @@ def loop_structures(funcs: list[tirx.PrimFunc], native: bool = True) -> list[Opt
     return out
 
 
-def stages_of(key: tuple | bytes) -> frozenset[str]:
-    """The buffers a loop structure stores: the same for structures that inline and cache the same
-    stages, wherever those are computed."""
-    return frozenset(stores_in_key(key) if isinstance(key, bytes) else (x for x in key if isinstance(x, str)))
-
-
 def make_template(func: tirx.PrimFunc, structure: LoopStructure) -> SymbolTerms:
     return symbol_terms(walk(func).rows, {hash(var): i for i, var in enumerate(structure.loop_vars)})
 
@@ -117,7 +110,6 @@ class DraftTemplates:
         # bank, None where the walk failed)
         self.templates: dict[tuple, tuple[int, Optional[SymbolTerms], Optional[tuple[int, int]]]] = {}
         self.bank = TermBank()
-        self.stages: dict[tuple | bytes, int] = {}  # structure key -> hash of stages_of(key)
         self.times = TemplateTimes()
 
     def _template(self, structure: LoopStructure, func: tirx.PrimFunc) -> Optional[tuple[int, int]]:
@@ -189,10 +181,7 @@ class DraftTemplates:
         values = symbols.values.astype(np.float32)
         end = 0
         for i, n, score in zip(owners, counts, scores):
-            key = structures[i].key
-            if key not in self.stages:
-                self.stages[key] = hash(stages_of(key))
-            out[i] = DraftFeatures(values[end:end + n], score, hash(key), self.stages[key])
+            out[i] = DraftFeatures(values[end:end + n], score, hash(structures[i].key))
             end += n
         self.times.symbols_s += time.perf_counter() - start
         return out

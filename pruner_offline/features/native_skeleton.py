@@ -69,29 +69,3 @@ def skeletons(funcs: list) -> Optional[list[Optional[Skeleton]]]:
     for i in failed:
         out[i] = None
     return out
-
-
-def _sized(key: bytes, i: int) -> tuple[bytes, int]:
-    """The length-prefixed text at key[i:] ("<len>:<text>") and the index after it."""
-    colon = key.index(b":", i)
-    end = colon + 1 + int(key[i:colon])
-    return key[colon + 1:end], end
-
-
-def stores_in_key(key: bytes) -> list[str]:
-    """The names of the buffers stored, in the order of a key written by native_skeleton.cc."""
-    stores, i = [], 0
-    while i < len(key):
-        tag, i = key[i:i + 1], i + 1
-        if tag == b"F":  # loop: kind, name, thread tag
-            i = key.index(b",", i) + 1
-            _, i = _sized(key, i)
-            _, i = _sized(key, i)
-        elif tag == b"S":
-            name, i = _sized(key, i)
-            stores.append(name.decode())
-        elif tag == b"Q":
-            i = key.index(b";", i) + 1
-        else:
-            raise ValueError(f"not a loop skeleton key at byte {i - 1}: {key[i - 1:i + 8]!r}")
-    return stores

@@ -5,13 +5,8 @@ the model is off for one program. Within a loop structure (spread.py) that facto
 tile sizes change what the model sees. Between structures it moves a lot, and it is exactly what
 makes the draft-driven search favour a structure that measures slow (depthwise on this CPU: the
 draft's favourite structures ran 1.5-2x slower than ones it ranked low). So each structure's score
-is divided by the median factor of its measured programs. A structure not yet measured is divided
-by the median over measured structures that store the same buffers (the same stages inlined or
-cached, computed at other loops): the draft's error follows those choices (on the XGB runs' programs
-of depthwise and both conv2d layouts, measured s x score was 1.2-2.4x larger where the padding was
-inlined into the convolution than where it was a stage of its own), and each new place to compute
-a stage is a new structure, so per structure alone the search kept meeting the same error anew.
-Failing those, by the median over all measured structures (which leaves their order as it was).
+is divided by the median factor of its measured programs, and a structure not yet measured by the
+median over the structures that were (which leaves their order among themselves as it was).
 In bench/tune.py (6 workloads x 3 seeds, 64 trials, against the same XGB runs) this took the
 best-latency ratio to XGB from 0.91 / 0.88 to 0.99 / 0.95 at 32 / 64 trials; dense gained most
 (0.61-0.78 -> 0.98-1.09), depthwise stayed behind XGB.
@@ -25,35 +20,26 @@ import numpy as np
 class StructureCalibration:
     def __init__(self) -> None:
         self._log_factors: dict[int, list[float]] = {}
-        self._stages: dict[int, int] = {}  # structure -> its stages
         self._per_structure: dict[int, float] = {}
-        self._per_stages: dict[int, float] = {}
         self._unmeasured = 0.0
 
-    def add(self, structures: list[int], stages: list[int], scores: list[float], seconds: list[float]) -> None:
-        """Measured programs: their structures and stages (DraftFeatures), draft scores (1/s) and
-        measured seconds; failed or unscored ones (not finite, not positive) are left out."""
-        for structure, stage, score, secs in zip(structures, stages, scores, seconds):
+    def add(self, structures: list[int], scores: list[float], seconds: list[float]) -> None:
+        """Measured programs: their structures, draft scores (1/s) and measured seconds; failed or
+        unscored ones (not finite, not positive) are left out."""
+        for structure, score, secs in zip(structures, scores, seconds):
             if np.isfinite(secs) and secs > 0 and np.isfinite(score) and score > 0:
                 self._log_factors.setdefault(int(structure), []).append(float(np.log(secs * score)))
-                self._stages[int(structure)] = int(stage)
         if self._log_factors:
             self._per_structure = {s: float(np.median(v)) for s, v in self._log_factors.items()}
-            by_stages: dict[int, list[float]] = {}
-            for structure, factor in self._per_structure.items():
-                by_stages.setdefault(self._stages[structure], []).append(factor)
-            self._per_stages = {g: float(np.median(v)) for g, v in by_stages.items()}
             self._unmeasured = float(np.median(list(self._per_structure.values())))
 
     def __len__(self) -> int:
         """Structures measured."""
         return len(self._per_structure)
 
-    def scores(self, structures: list[int], stages: list[int], scores: np.ndarray) -> np.ndarray:
-        """The draft scores, each divided by its structure's factor (else its stages', else the
-        median structure's)."""
+    def scores(self, structures: list[int], scores: np.ndarray) -> np.ndarray:
+        """The draft scores, each divided by its structure's factor."""
         if not self._per_structure:
             return np.asarray(scores, dtype=np.float64)
-        factor = np.array([self._per_structure.get(int(s), self._per_stages.get(int(g), self._unmeasured))
-                           for s, g in zip(structures, stages)])
+        factor = np.array([self._per_structure.get(int(s), self._unmeasured) for s in structures])
         return np.asarray(scores, dtype=np.float64) * np.exp(-factor)

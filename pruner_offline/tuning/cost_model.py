@@ -150,8 +150,7 @@ class PrunerCostModel(PyCostModel):
         if self.draft is None:
             scores[valid] = [drafts[i].draft_score for i in valid]
             if self.calibration is not None:
-                scores[valid] = self.calibration.scores([drafts[i].structure for i in valid],
-                                                        [drafts[i].stages for i in valid], scores[valid])
+                scores[valid] = self.calibration.scores([drafts[i].structure for i in valid], scores[valid])
             return scores
         start = time.perf_counter()
         with torch.no_grad():
@@ -203,8 +202,8 @@ class PrunerCostModel(PyCostModel):
         if self.calibration is not None:
             drafts = self.features.draft([c.sch for c in candidates])
             valid = [(d, r) for d, r in zip(drafts, results) if d is not None]
-            self.calibration.add([d.structure for d, _ in valid], [d.stages for d, _ in valid],
-                                 [d.draft_score for d, _ in valid], [measured_seconds(r) for _, r in valid])
+            self.calibration.add([d.structure for d, _ in valid], [d.draft_score for d, _ in valid],
+                                 [measured_seconds(r) for _, r in valid])
         if self.on_update is not None:  # only online training needs the measured programs' features
             for feats, result in zip(self.features.full([c.sch for c in candidates]), results):
                 if feats is not None:
