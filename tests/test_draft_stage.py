@@ -307,13 +307,20 @@ def test_capped_order_takes_at_most_cap_of_a_group_while_others_remain():
     assert len(capped_order(np.array([], dtype=int), groups, 2)) == 0
 
 
-def test_the_search_spreads_shortlist_and_batch_over_loop_structures():
+def _conv2d_search(trials: int, **search):
+    """The bundled PaCM's draft-then-verify search over conv2d (many loop structures), pre-tuned for
+    ``trials`` in batches of 4; the context is returned too, as the search holds it without owning it."""
     model = PrunerCostModel.from_checkpoint(REPO / "checkpoints" / "pacm.pt", target_kind="llvm")
     context = make_context(named_workload("conv2d"), tuning_target("llvm", 2), num_threads=1, seed=0,
                            logger=logging.getLogger("test"), population_size=64,
-                           strategy=DraftThenVerifySearch(model, population_size=64, survivors=8, structure_cap=1))
+                           strategy=DraftThenVerifySearch(model, population_size=64, survivors=8, **search))
     strategy = context.search_strategy
-    strategy.pre_tuning(8, 4, context.generate_design_space(), ms.database.MemoryDatabase(), model)
+    strategy.pre_tuning(trials, 4, context.generate_design_space(), ms.database.MemoryDatabase(), model)
+    return model, strategy, context
+
+
+def test_the_search_spreads_shortlist_and_batch_over_loop_structures():
+    model, strategy, _context = _conv2d_search(8, structure_cap=1, explore=0)
     batch = strategy.generate_measure_candidates()
     structures = model.structures(batch)
     pool = model.features.times.draft_programs
@@ -356,12 +363,7 @@ def test_calibrated_draft_ranks_learn_from_measured_structures(space):
 
 
 def test_the_search_explores_structures_not_measured_yet():
-    model = PrunerCostModel.from_checkpoint(REPO / "checkpoints" / "pacm.pt", target_kind="llvm")
-    context = make_context(named_workload("conv2d"), tuning_target("llvm", 2), num_threads=1, seed=0,
-                           logger=logging.getLogger("test"), population_size=64,
-                           strategy=DraftThenVerifySearch(model, population_size=64, survivors=8, explore=2))
-    strategy = context.search_strategy
-    strategy.pre_tuning(12, 4, context.generate_design_space(), ms.database.MemoryDatabase(), model)
+    model, strategy, _context = _conv2d_search(12, explore=2)
     batch = strategy.generate_measure_candidates()
     structures = [int(g) for g in model.structures(batch)]
     assert len(batch) == 4 and not set(structures[2:]) & set(structures[:2]) and len(set(structures[2:])) == 2
