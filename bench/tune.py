@@ -101,7 +101,8 @@ def run_one(wl: str, model: str, seed: int, args, checkpoint: Path) -> dict:
     if model.startswith("pruner"):
         online = model == "pruner-online"
         s = TuneSettings(cost_model="pruner", checkpoint=str(checkpoint), verify_max=args.verify_max,
-                         structure_cap=args.structure_cap, calibrate=args.calibrate, explore=args.explore, online_epochs=args.online_epochs if online else 0, online_method=args.online_method,
+                         structure_cap=args.structure_cap, calibrate=args.calibrate, explore=args.explore,
+                         online_epochs=args.online_epochs if online else 0, online_method=args.online_method,
                          search=args.search, **common)
     else:
         s = TuneSettings(cost_model=model, **common)
@@ -160,7 +161,7 @@ def tables(runs: list[dict], models: list[str], budgets: list[int]) -> str:
 
 
 def main() -> None:
-    from pruner_offline.tuning.settings import SEARCHES
+    from pruner_offline.tuning.settings import SEARCHES, TuneSettings
     from pruner_offline.tuning.workloads import WORKLOADS
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -173,12 +174,11 @@ def main() -> None:
     ap.add_argument("--trials-per-batch", type=int, default=16)
     ap.add_argument("--population", type=int, default=128, help="evolutionary search population (MetaSchedule: 512)")
     ap.add_argument("--verify-max", type=int, default=32)
-    ap.add_argument("--structure-cap", type=int, default=4, help="tune --structure-cap (runs of another cap "
-                    "belong in another --out)")
-    ap.add_argument("--calibrate", action=argparse.BooleanOptionalAction, default=True,
-                    help="tune --calibrate (runs with and without belong in different --out)")
-    ap.add_argument("--explore", type=int, default=2, help="tune --explore (runs of another value belong in "
-                    "another --out)")
+    # tune's own defaults; runs with other values belong in another --out
+    ap.add_argument("--structure-cap", type=int, default=TuneSettings.structure_cap, help="tune --structure-cap")
+    ap.add_argument("--calibrate", action=argparse.BooleanOptionalAction, default=TuneSettings.calibrate,
+                    help="tune --calibrate")
+    ap.add_argument("--explore", type=int, default=TuneSettings.explore, help="tune --explore")
     ap.add_argument("--online-epochs", type=int, default=5)
     ap.add_argument("--online-method", choices=("guarded", "retrain", "moa"), default="guarded")
     ap.add_argument("--search", choices=SEARCHES, default=SEARCHES[0], help="our models' search strategy "

@@ -9,8 +9,9 @@ then scores only those survivors, once per measured batch, and the best of them 
 batch. The draft's best of the pool, at most a share of them per loop structure (spread.py), are
 PaCM's shortlist, and PaCM's best of those, at most `structure_cap` per structure, the batch, but
 for `explore` candidates of the pool drawn at random from loop structures not measured yet: the
-draft misjudges some structures by 4x (depthwise on CPUs ran fastest unvectorized, which it ranks
-low), and once one of them is measured, calibration.py re-ranks all its programs.
+draft misjudges some structures by 2-5x (on CPUs, depthwise programs with the padding inlined into
+the convolution, which it ranks high), and once one is measured, calibration.py re-ranks all its
+programs.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ class DraftThenVerifySearch(PySearchStrategy):
     """MetaSchedule's evolutionary search scored by `model`'s draft stage, returning a pool of
     programs per batch, of which the draft picks `survivors` and `model`'s verifier the batch to
     measure, at most `structure_cap` of one loop structure while others remain (0: no cap, and
-    the pool is the survivors)."""
+    the pool is the survivors), and `explore` of them from structures not measured yet."""
 
     POOL_PER_SURVIVOR = 4  # the search's best by draft score, to spread over structures
 
@@ -108,9 +109,11 @@ class DraftThenVerifySearch(PySearchStrategy):
             verified = shortlist[self.model.verified_order([pool[i] for i in shortlist])]
         n = min(self.batch, self.max_trials - self.trials)
         picked = list(capped_order(verified, groups, self.structure_cap)[:n])
-        fresh, seen = [], self.measured | {int(groups[i]) for i in picked}
+        fresh, seen, want = [], self.measured | {int(groups[i]) for i in picked}, min(self.explore, n - 1)
         for i in self.rng.permutation(len(pool)) if self.explore else ():
-            if len(fresh) < min(self.explore, n - 1) and int(groups[i]) not in seen:
+            if len(fresh) == want:
+                break
+            if int(groups[i]) not in seen:
                 fresh.append(int(i))
                 seen.add(int(groups[i]))
         return [pool[i] for i in picked[:n - len(fresh)] + fresh]
