@@ -20,7 +20,7 @@ import torch
 from pruner_offline.store.schema import UnitFeatures
 from pruner_offline.store.writer import write_store
 
-BUNDLED_PACM = Path(__file__).resolve().parents[1] / "checkpoints" / "pacm.pt"  # trained on schema-1 features
+BUNDLED_PACM = Path(__file__).resolve().parents[1] / "checkpoints" / "pacm.pt"  # on the current feature schema
 # two pooling tasks of 23 and 24 records: real records that replay in a fraction of a second
 POOL = "8c53ca2904398da2889aa7508082d7bb"
 

@@ -203,7 +203,8 @@ def test_guarded_rule_gates_the_first_move_then_follows_the_leader():
 def test_guard_is_dropped_at_the_first_retrain_only_for_a_pretrained_model_no_better_than_a_coin(h200_store):
     """Real H200 programs as the new device's first records. The bundled CPU model ranks their good
     pairs no better than a coin (the cross-target case): guarded predicts with the fine-tune from the
-    first retrain on. The bundled H200 model ranks them far better than a coin: guarded keeps it,
+    first retrain on (later rounds may return to it, but only as the leader over the fine-tune by the
+    evidence bar). The bundled H200 model ranks them far better than a coin: guarded keeps it,
     although the fine-tune on the same records is the same network the CPU run moved to."""
     from pruner_offline.adapt.methods import better_than_chance, good_pair_scores
 
@@ -220,7 +221,7 @@ def test_guard_is_dropped_at_the_first_retrain_only_for_a_pretrained_model_no_be
                                    cfg.round_size)
         chosen[name] = (ranks, _replay(make_method("guarded", module, cfg), stream, cfg))
     assert chosen["pacm.pt"][0] is False
-    assert chosen["pacm.pt"][1][:2] == ["pretrained", "finetune"] and "pretrained" not in chosen["pacm.pt"][1][1:]
+    assert chosen["pacm.pt"][1][:2] == ["pretrained", "finetune"]
     assert chosen["pacm_h200.pt"] == (True, ["pretrained"] * 4)
     # a ranking exactly wrong loses its guard, unless too few records are judged to tell
     y, task = first.records["label"], first.records["task_id"]

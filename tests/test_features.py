@@ -7,6 +7,7 @@ import importlib.util
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -214,6 +215,31 @@ def test_cpu_conv2d_features_and_op_tags():
     assert not feats.dataflow.any()
     assert np.isfinite(feats.draft_score) and feats.draft_score > 0
 
+
+
+def test_cpu_score_charges_the_bounds_tests_of_inlined_padding():
+    """Padding inlined into a convolution tests its bounds once per multiply-add; the CPU draft
+    charges those tests (4 comparisons and 3 ands per load here) where the padding stage is gone."""
+    from pruner_offline.features.draft_score import statement_times
+    from pruner_offline.features.symbols import psa_symbols
+    from pruner_offline.features.tir_walk import walk
+    from pruner_offline.tuning.workloads import named_workload
+
+    sch = s_tir.Schedule(named_workload("depthwise"))
+    separate = walk(sch.mod["main"]).rows
+    sch.compute_inline(sch.get_sblock("pad"))
+    inlined = walk(sch.mod["main"]).rows
+    assert [(s.block, s.guard_ops) for s in separate] == [("pad", 7), ("depthwise_conv2d_nchw", 0)]
+    assert [(s.block, s.guard_ops) for s in inlined] == [("depthwise_conv2d_nchw", 7)]
+    assert len(inlined[0].guard_loop_keys) == 4  # the output's rows and columns, the kernel's
+    dev = get_device("epyc-7452")
+    sym = psa_symbols(inlined, False)
+    assert sym.guard_work[0] == 7 * sym.column("F_t")[0] / inlined[0].float_ops
+    charged = statement_times(sym, dev)[0]
+    free = statement_times(replace(sym, guard_work=np.zeros(1)), dev)[0]
+    conv_alone = statement_times(psa_symbols(separate, False), dev)[1]
+    assert free == pytest.approx(conv_alone)  # the same loops and arithmetic
+    assert charged > 3 * free  # 2 float ops and 7 tests per multiply-add, the compute bound
 
 def _first_line_of_each_workload(db: Path) -> list[int]:
     seen: dict[int, int] = {}

@@ -13,6 +13,7 @@ import tvm
 from tvm.s_tir import meta_schedule as ms
 
 from pruner_offline.cli import main
+from pruner_offline.features import FEATURE_SCHEMA_VERSION
 from pruner_offline.training.export import export_model
 from pruner_offline.training.module import CostModelModule
 from pruner_offline.training.normalize import fit_scales
@@ -44,7 +45,7 @@ def candidates(space) -> list[ms.MeasureCandidate]:
 def _trained(model: str, candidates, tmp: Path) -> Path:
     # A stand-in for the bundled checkpoint: fit on the candidates with the analytic score as label.
     feats = CandidateFeatures("llvm", "epyc-7452").full([c.sch for c in candidates])
-    module = CostModelModule(model=model, feature_schema="1")
+    module = CostModelModule(model=model, feature_schema=str(FEATURE_SCHEMA_VERSION))
     module.set_scales(fit_scales(np.concatenate([f.statements for f in feats]),
                                  np.concatenate([f.symbols for f in feats]), np.stack([f.dataflow for f in feats]),
                                  np.ones((1, 1, 37), np.float32), np.array([f.draft_score for f in feats])))

@@ -10,7 +10,12 @@ CPU (our design; Pruner has none): the same roofline shape with the CPU's parall
 - vec_eff = min(vector extent, SIMD lanes) / SIMD lanes (peak assumes full SIMD FMAs, a scalar
   innermost loop runs at 1/lanes of it);
 - thread_pen = 1 + 1 / DataReusePenalty as on the GPU;
-- t_comp = F * thread_pen / (peak * core_eff * vec_eff);
+- t_comp = (F + guard work) * thread_pen / (peak * core_eff * vec_eff), the guard work being the
+  comparisons and logical ops of inlined padding's bounds tests (if_then_else conditions), each
+  charged as one float op: with the padding inlined into a convolution the test runs once per
+  multiply-add, and without the charge the draft rates such programs as if the padding were free;
+  measured on XGB's tuning runs they ran 1.2-2.4x slower per unit of score than programs with a
+  separate padding stage;
 - t_mem: copies move DRAM_workload elements; a compute statement whose per-chunk working set
   (MemWorkload elements) exceeds the per-core cache streams MemWorkload * par elements from DRAM;
 - t = max(t_comp, t_mem) + parallel_launch_s when the statement runs under a parallel loop: waking
@@ -53,7 +58,8 @@ def _cpu_times(sym: PsaSymbols, dev: DeviceConstants) -> np.ndarray:
     lanes = np.maximum(dev.vector_bytes / sym.elem_bytes, 1.0)
     vec_eff = np.minimum(sym.vector_extent, lanes) / lanes
     thread_pen = 1.0 + 1.0 / sym.column("DataReusePenalty")
-    t_comp = sym.column("F") * thread_pen / (dev.peak_gflops * 1e9 * core_eff * vec_eff)
+    work = sym.column("F") + sym.guard_work * par
+    t_comp = work * thread_pen / (dev.peak_gflops * 1e9 * core_eff * vec_eff)
     mem = sym.column("MemWorkload")
     spills = mem * sym.elem_bytes > dev.cache_bytes
     elements = sym.column("DRAM_workload") + np.where(spills, mem * par, 0.0)

@@ -48,7 +48,7 @@ def per_store_features(program: tirx.PrimFunc | s_tir.Schedule, target_kind: str
     """[n_statements, 164] float32, one row per written buffer as PerStoreFeature orders them.
 
     ansor: the values Ansor's own extractor gives the TE program (features/ansor_view.py and
-    features/regions.py; docs/replay.md), at 3-4.5 times the cost. Not what feature schema 1 stores.
+    features/regions.py; docs/replay.md), at 3-4.5 times the cost. Not what featurize stores.
     Passing the Schedule a caller already holds saves building one (~20% of the time).
     """
     rows = _extract(program, target_kind)

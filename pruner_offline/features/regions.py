@@ -49,7 +49,7 @@ def lowered_as_per_store_feature(func: tirx.PrimFunc, simplify: bool = True) -> 
     """``func`` after PerStoreFeature's own preprocessing, less its SimplifyForFeatureExtraction
     (not exposed to Python): its removal of unit loops is left to the caller's walk, its folding
     of load-free selects changes no access. ``simplify=False`` also leaves out the two Simplify
-    passes, as the TIR walk of feature schema 1 was defined."""
+    passes, as the TIR walk of the stored features is defined."""
     simplified = [st.StmtSimplify()] if simplify else []
     passes = tvm.transform.Sequential([
         st.RemoveWeightLayoutRewriteBlock(True), st.LowerCrossThreadReduction(), st.LowerInitBlock(),

@@ -4,7 +4,7 @@ Bump FEATURE_SCHEMA_VERSION whenever a column's meaning, order or scaling change
 feature stores compare it and refuse features of another schema.
 """
 
-FEATURE_SCHEMA_VERSION = 1
+FEATURE_SCHEMA_VERSION = 2
 
 BUFFERS_PER_STORE = 5
 ARITH_INTENSITY_SAMPLES = 10

@@ -43,6 +43,9 @@ class PsaSymbols:
     values: np.ndarray  # [n, 11] float64, columns SYMBOL_COLUMNS
     elem_bytes: np.ndarray  # [n] bytes per element of the written buffer
     vector_extent: np.ndarray  # [n] extent of the innermost vectorized loop, 1 if none
+    # [n] bounds tests of inlined padding (comparisons and logical ops of if_then_else conditions)
+    # over the statement's inner loops: work the CPU score charges, not one of the 11 symbols
+    guard_work: np.ndarray
 
     def column(self, name: str) -> np.ndarray:
         return self.values[:, SYMBOL_COLUMNS.index(name)]
@@ -63,6 +66,7 @@ class SymbolTerms:
     launch: np.ndarray  # [rows, 2, 3, L] bool
     buffers: np.ndarray  # [rows, B] bool: buffer b is touched by row r
     float_ops: np.ndarray  # [rows]
+    guard_ops: np.ndarray  # [rows]
     copy: np.ndarray  # [rows] bool
     into_shared: np.ndarray  # [rows] bool
     elem_bytes: np.ndarray  # [rows]
@@ -96,6 +100,7 @@ def symbol_terms(stmts: tuple[Statement, ...], column: dict[int, int]) -> Symbol
             for b, access in enumerate(buffers):
                 per_buffer[r, :, b, c] = (saxis and loop.key in access.loop_keys, loop.key in access.loop_keys)
     return SymbolTerms(products, per_buffer, launch, touched, np.array([s.float_ops for s in stmts], dtype=np.float64),
+                       np.array([s.guard_ops for s in stmts], dtype=np.float64),
                        np.array([s.is_copy for s in stmts], dtype=bool),
                        np.array([s.write.scope.startswith("shared") for s in stmts], dtype=bool),
                        np.array([s.write.elem_bytes for s in stmts], dtype=np.float64))
@@ -170,7 +175,7 @@ def evaluate_terms(terms: SymbolTerms, extents: np.ndarray, is_gpu: bool) -> Psa
     dram = np.where(terms.copy, np.where(terms.into_shared, shared_footprint * grid, inner * grid * block), 0.0)
     values = np.stack([f_t, f_t * grid * block, reg_usage, mem_workload, shared_footprint, dram,
                        1.0 + f_t / mem_workload, np.full(len(f_t), float(is_gpu)), grid, block, p[:, _VTHREAD]], axis=1)
-    return PsaSymbols(values, terms.elem_bytes, p[:, _VECTOR])
+    return PsaSymbols(values, terms.elem_bytes, p[:, _VECTOR], inner * terms.guard_ops)
 
 
 def _own_loops(stmts: tuple[Statement, ...]) -> dict[int, Loop]:

@@ -48,6 +48,8 @@ def _type_index(t) -> int:
 _VAR, _LOAD, _CALL = _type_index(tirx.Var), _type_index(TensorLoad), _type_index(Call)
 _ARITH = [_type_index(t) for t in _FLOAT_OPS]
 _OTHER = [_type_index(t) for t in _OTHER_FLOAT_OPS]
+_TESTS = [_type_index(t) for t in (tirx.LT, tirx.LE, tirx.GT, tirx.GE, tirx.EQ, tirx.NE, tirx.And,
+                                     tirx.Or, tirx.Not)]
 _POST = int(WalkOrder.POSTORDER)
 _array_size, _array_item = _ffi.ArraySize, _ffi.ArrayGetItem
 
@@ -139,6 +141,11 @@ class Statement:
     float_ops: int  # add, sub, mul, div, mod, fma in the stored value, per execution (§6's F)
     other_float_ops: int  # float max/min and math calls (exp, sqrt...), which F leaves out
     has_reduce_axis: bool
+    # loops whose variables appear in the conditions of if_then_else in the stored value (an
+    # inlined padding's bounds test): TVM scalarizes a vectorized loop whose lanes such a condition
+    # tells apart
+    guard_loop_keys: frozenset[int] = frozenset()
+    guard_ops: int = 0  # comparisons and logical ops in those conditions, per execution
 
     @property
     def reads_itself(self) -> bool:
@@ -246,6 +253,7 @@ class _Walker:
         loads: list[tuple[object, frozenset[int]]] = []
         pending: set[int] = set()
         float_ops = other_float_ops = 0
+        guards: list = []
 
         # Post-order visits a load's index variables right before the load itself.
         def on_var(var):
@@ -267,7 +275,9 @@ class _Walker:
             nonlocal float_ops, other_float_ops
             if call.op.same_as(_FMA):
                 float_ops += 1
-            elif str(call.ty).startswith("float") and not call.op.same_as(_IF_THEN_ELSE):
+            elif call.op.same_as(_IF_THEN_ELSE):
+                guards.append(_array_item(call.args, 0))
+            elif str(call.ty).startswith("float"):
                 other_float_ops += 1
 
         _structural_walk(store.value, [(_VAR, on_var), (_LOAD, on_load)] + [(t, on_arith) for t in _ARITH]
@@ -278,8 +288,17 @@ class _Walker:
             prev = reads.get(buffer.name)
             reads[buffer.name] = self._access(buffer, keys | (prev.loop_keys if prev else frozenset()))
         name, has_reduce = self.block_stack[-1]
+        guard_keys = frozenset().union(*(self._loop_keys_of(c) for c in guards))
+        guard_ops = 0
+
+        def on_test(node):
+            nonlocal guard_ops
+            guard_ops += 1
+
+        for cond in guards:
+            _structural_walk(cond, [(t, on_test) for t in _TESTS])
         stmt = Statement(name, tuple(self.loops), write, tuple(reads.values()), float_ops,
-                         other_float_ops, has_reduce)
+                         other_float_ops, has_reduce, guard_keys, guard_ops)
         if isinstance(store.value, (tirx.IntImm, tirx.FloatImm)):
             self.inits.append(stmt)
         else:

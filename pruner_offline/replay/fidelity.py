@@ -8,7 +8,7 @@ Ansor writes one all-zero row for a program its own lowering rejected (on GPU mo
 VerifyGPUCode under the record's hardware limits): such records are not compared but counted,
 and on GPU set against today's verify_gpu_code verdict on the replayed program.
 
-Each program is featurized twice: as ``featurize`` stores it (feature schema 1) and in the Ansor
+Each program is featurized twice: as ``featurize`` stores it and in the Ansor
 view (``per_store_features(..., ansor=True)``), which removes the differences docs/replay.md
 attributes to our side; both agreements are reported.
 
@@ -174,7 +174,7 @@ class Agreement:
 @dataclass
 class Tally(Agreement):
     """Counts for one target kind; its own agreement is that of the stored features (the scheduled
-    TIR, feature schema 1), ``ansor_view``'s that of features/ansor_view.py."""
+    TIR, as stored), ``ansor_view``'s that of features/ansor_view.py."""
 
     programs: int = 0
     replayed: int = 0
@@ -257,7 +257,7 @@ def check_replay(dataset: Path, sample: int = 0, tol: float = 0.05,
 
 def format_table(report: FidelityReport, worst: int = 10) -> str:
     """Counts per target kind, then agreement in two columns per kind: the stored features
-    (schema 1, the scheduled TIR) and the Ansor view of the same programs."""
+    (as stored: the scheduled TIR) and the Ansor view of the same programs."""
     kinds = sorted(report.by_target)
     tallies = [report.by_target[k] for k in kinds]
     views = [(t, a) for t in tallies for a in (t, t.ansor_view)]
