@@ -231,7 +231,6 @@ def test_cpu_score_charges_the_bounds_tests_of_inlined_padding():
     inlined = walk(sch.mod["main"]).rows
     assert [(s.block, s.guard_ops) for s in separate] == [("pad", 7), ("depthwise_conv2d_nchw", 0)]
     assert [(s.block, s.guard_ops) for s in inlined] == [("depthwise_conv2d_nchw", 7)]
-    assert len(inlined[0].guard_loop_keys) == 4  # the output's rows and columns, the kernel's
     dev = get_device("epyc-7452")
     sym = psa_symbols(inlined, False)
     assert sym.guard_work[0] == 7 * sym.column("F_t")[0] / inlined[0].float_ops

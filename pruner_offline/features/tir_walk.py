@@ -141,11 +141,9 @@ class Statement:
     float_ops: int  # add, sub, mul, div, mod, fma in the stored value, per execution (§6's F)
     other_float_ops: int  # float max/min and math calls (exp, sqrt...), which F leaves out
     has_reduce_axis: bool
-    # loops whose variables appear in the conditions of if_then_else in the stored value (an
-    # inlined padding's bounds test): TVM scalarizes a vectorized loop whose lanes such a condition
-    # tells apart
-    guard_loop_keys: frozenset[int] = frozenset()
-    guard_ops: int = 0  # comparisons and logical ops in those conditions, per execution
+    # comparisons and logical ops in the conditions of if_then_else in the stored value (padding's
+    # bounds tests), per execution
+    guard_ops: int = 0
 
     @property
     def reads_itself(self) -> bool:
@@ -288,7 +286,6 @@ class _Walker:
             prev = reads.get(buffer.name)
             reads[buffer.name] = self._access(buffer, keys | (prev.loop_keys if prev else frozenset()))
         name, has_reduce = self.block_stack[-1]
-        guard_keys = frozenset().union(*(self._loop_keys_of(c) for c in guards))
         guard_ops = 0
 
         def on_test(node):
@@ -298,7 +295,7 @@ class _Walker:
         for cond in guards:
             _structural_walk(cond, [(t, on_test) for t in _TESTS])
         stmt = Statement(name, tuple(self.loops), write, tuple(reads.values()), float_ops,
-                         other_float_ops, has_reduce, guard_keys, guard_ops)
+                         other_float_ops, has_reduce, guard_ops)
         if isinstance(store.value, (tirx.IntImm, tirx.FloatImm)):
             self.inits.append(stmt)
         else:
