@@ -1,6 +1,6 @@
 """Replay every record of TenSet-format datasets; print the success rate per target, failure
 reasons and records/s. With --features N, also time the per-store features of the first N
-replayed programs per target: as stored (feature schema 1) and in the Ansor view, whose cost is
+replayed programs per target: as stored and in the Ansor view, whose cost is
 reported as a ratio to the stored features measured in the same run.
 
     python bench/replay_rate.py [DATASET_DIR ...] [--limit N] [--show N] [--features N]
