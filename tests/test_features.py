@@ -216,7 +216,6 @@ def test_cpu_conv2d_features_and_op_tags():
     assert np.isfinite(feats.draft_score) and feats.draft_score > 0
 
 
-
 def test_cpu_score_charges_the_bounds_tests_of_inlined_padding():
     """Padding inlined into a convolution tests its bounds once per multiply-add; the CPU draft
     charges those tests (4 comparisons and 3 ands per load here) where the padding stage is gone."""
@@ -239,6 +238,7 @@ def test_cpu_score_charges_the_bounds_tests_of_inlined_padding():
     conv_alone = statement_times(psa_symbols(separate, False), dev)[1]
     assert free == pytest.approx(conv_alone)  # the same loops and arithmetic
     assert charged > 3 * free  # 2 float ops and 7 tests per multiply-add, the compute bound
+
 
 def _first_line_of_each_workload(db: Path) -> list[int]:
     seen: dict[int, int] = {}

@@ -11,8 +11,8 @@ CPU (our design; Pruner has none): the same roofline shape with the CPU's parall
   innermost loop runs at 1/lanes of it);
 - thread_pen = 1 + 1 / DataReusePenalty as on the GPU;
 - t_comp = (F + guard work) * thread_pen / (peak * core_eff * vec_eff), the guard work being the
-  comparisons and logical ops of inlined padding's bounds tests (if_then_else conditions), each
-  charged as one float op: with the padding inlined into a convolution the test runs once per
+  comparisons and logical ops of if_then_else conditions (padding's bounds tests, inlined or in
+  its own stage), each charged as one float op: with the padding inlined into a convolution the test runs once per
   multiply-add, and without the charge the draft rates such programs as if the padding were free;
   measured on XGB's tuning runs they ran 1.2-2.4x slower per unit of score than programs with a
   separate padding stage;

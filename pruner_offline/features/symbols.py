@@ -43,8 +43,9 @@ class PsaSymbols:
     values: np.ndarray  # [n, 11] float64, columns SYMBOL_COLUMNS
     elem_bytes: np.ndarray  # [n] bytes per element of the written buffer
     vector_extent: np.ndarray  # [n] extent of the innermost vectorized loop, 1 if none
-    # [n] bounds tests of inlined padding (comparisons and logical ops of if_then_else conditions)
-    # over the statement's inner loops: work the CPU score charges, not one of the 11 symbols
+    # [n] comparisons and logical ops of the if_then_else conditions (padding's bounds tests, inlined
+    # or in its own stage) over the statement's inner loops: work the CPU score charges, not one of
+    # the 11 symbols
     guard_work: np.ndarray
 
     def column(self, name: str) -> np.ndarray:

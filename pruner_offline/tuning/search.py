@@ -9,9 +9,9 @@ then scores only those survivors, once per measured batch, and the best of them 
 batch. The draft's best of the pool, at most a share of them per loop structure (spread.py), are
 PaCM's shortlist, and PaCM's best of those, at most `structure_cap` per structure, the batch, but
 for `explore` candidates of the pool drawn at random from loop structures not measured yet: the
-draft misjudges some structures by 2-5x (on CPUs, depthwise programs with the padding inlined into
-the convolution, which it ranks high), and once one is measured, calibration.py re-ranks all its
-programs.
+draft misjudges some structures by 2-5x (on CPUs, before feature schema 2 charged their bounds
+tests, depthwise programs with the padding inlined into the convolution, which it ranked high), and
+once one is measured, calibration.py re-ranks all its programs.
 """
 
 from __future__ import annotations
