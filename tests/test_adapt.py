@@ -81,6 +81,9 @@ def test_weight_mixes_end_at_both_models(setup):
     half = mixed(module, other, 0.5)
     p0, p1, ph = (next(m.parameters()) for m in (module, other, half))
     torch.testing.assert_close(ph, (p0 + p1) / 2)
+    reused = mixed(module, other, 0.5, out=got)  # got holds `other`'s weights, which are replaced
+    assert reused is got
+    assert all(torch.equal(a, b) for a, b in zip(reused.state_dict().values(), half.state_dict().values()))
 
 
 @pytest.fixture(scope="module")

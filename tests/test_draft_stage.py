@@ -253,6 +253,55 @@ def test_programs_seen_again_are_not_scored_again(space):
     assert feats.templates.times.templates == templates_before and feats.times.failures == 0
 
 
+def test_full_features_of_a_batch_are_each_programs_own(space, monkeypatch):
+    import tvm
+
+    import pruner_offline.tuning.candidates as candidates_module
+    from pruner_offline.features.extract import FeatureAlignmentError
+
+    schedules = [c.sch for c in space[1][:8]]
+    alone = [featurize_prim_func(s, "llvm", device="epyc-7452") for s in schedules]
+    unreadable = schedules[4]
+
+    def featurize_or_fail(sch, *args, **kwargs):  # a program whose walk and extractor disagree
+        if sch is unreadable:
+            raise FeatureAlignmentError("PerStoreFeature found 3 statements, the TIR walk 2")
+        return featurize_prim_func(sch, *args, **kwargs)
+
+    monkeypatch.setattr(candidates_module, "featurize_prim_func", featurize_or_fail)
+
+    def check(feats: CandidateFeatures) -> None:
+        got = feats.full(schedules)
+        assert got[4] is None and feats.times.failures == 1 and feats.times.full_programs == len(schedules)
+        for i, (mine, own) in enumerate(zip(got, alone)):
+            if i != 4:
+                for name in ("statements", "dataflow", "symbols"):
+                    np.testing.assert_array_equal(getattr(mine, name), getattr(own, name))
+                assert mine.draft_score == own.draft_score
+
+    check(CandidateFeatures("llvm", "epyc-7452", num_threads=2))
+
+    # a batch the native call refuses as a whole: each program is featurized on its own
+    def refuse(*args, **kwargs):
+        raise tvm.TVMError("refused")
+
+    monkeypatch.setattr(candidates_module, "per_store_features_of_many", refuse)
+    check(CandidateFeatures("llvm", "epyc-7452", num_threads=2))
+
+
+def test_the_cost_model_extracts_on_the_tuning_runs_threads(space):
+    _, candidates = space
+    run = make_context(named_workload("matmul-small"), tuning_target("llvm", 2), num_threads=3, seed=0,
+                       logger=logging.getLogger("test"))
+    model = PrunerCostModel.from_checkpoint(REPO / "checkpoints" / "pacm.pt", target_kind="llvm")
+    assert model.features.num_threads == 1
+    model.predict(run, candidates[:4])
+    assert model.features.num_threads == 3
+    fixed = PrunerCostModel.from_checkpoint(REPO / "checkpoints" / "pacm.pt", target_kind="llvm", num_threads=2)
+    fixed.predict(run, candidates[:4])
+    assert fixed.features.num_threads == 2
+
+
 def test_the_verifier_sees_at_most_verify_max_per_population(space):
     draft = np.linspace(0.1, 1.0, 50)
     seen = []

@@ -48,15 +48,18 @@ def _func(program: tirx.PrimFunc | s_tir.Schedule) -> tirx.PrimFunc:
 
 
 def featurize_prim_func(program: tirx.PrimFunc | s_tir.Schedule, target_kind: str,
-                        device: str | DeviceConstants | None = None) -> ProgramFeatures:
+                        device: str | DeviceConstants | None = None,
+                        per_store: np.ndarray | None = None) -> ProgramFeatures:
     """Features of one scheduled PrimFunc (or the Schedule holding it, which is faster) for target
     kind "cuda" (or another GPU kind) or "llvm".
 
     device: a name in devices.DEVICES or explicit DeviceConstants; defaults to devices.DEFAULT_DEVICE.
     Only the draft score depends on it.
+    per_store: the program's ``per_store_features`` when a caller already extracted them in a batch.
     """
     dev = device_for(target_kind, device)
-    per_store = per_store_features(program, target_kind)
+    if per_store is None:
+        per_store = per_store_features(program, target_kind)
     walked = _aligned_walk(_func(program), len(per_store))
     symbols = psa_symbols(walked.rows, dev.is_gpu)
     return ProgramFeatures(

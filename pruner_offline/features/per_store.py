@@ -1,8 +1,9 @@
 """Ansor's 164 per-store features, computed by MetaSchedule's C++ PerStoreFeature on a PrimFunc.
 
-The extractor only reads the target's keys from its TuneContext, so the context is built through the
-raw FFI constructor: the Python TuneContext constructor imports tvm.s_tir.tensor_intrin (~20 s).
-Both objects are immutable after construction, hence safe to cache per target kind.
+The extractor only reads the target's keys and the thread count from its TuneContext, so the
+context is built through the raw FFI constructor: the Python TuneContext constructor imports
+tvm.s_tir.tensor_intrin (~20 s). Both objects are immutable after construction, hence safe to cache
+per target kind and thread count.
 """
 
 from __future__ import annotations
@@ -22,12 +23,12 @@ from .schema import ARITH_INTENSITY_SAMPLES, BUFFER_GROUP_START, BUFFERS_PER_STO
 
 
 @lru_cache(maxsize=None)
-def _extractor(target_kind: str) -> tuple[ms.FeatureExtractor, ms.TuneContext]:
+def _extractor(target_kind: str, num_threads: int = 1) -> tuple[ms.FeatureExtractor, ms.TuneContext]:
     # PerStoreFeature's is_gpu flag comes from the target keys alone; other attributes are unused.
     # An explicit arch keeps Target from probing for a CUDA toolkit; the arch itself is unused.
     arch = {"arch": "sm_80"} if target_kind == "cuda" else {}
     target = tvm.target.Target({"kind": target_kind, **arch})
-    context = _ffi_api.TuneContext(None, target, None, None, "main", 1, -1, None)
+    context = _ffi_api.TuneContext(None, target, None, None, "main", num_threads, -1, None)
     extractor = ms.feature_extractor.PerStoreFeature(
         buffers_per_store=BUFFERS_PER_STORE,
         arith_intensity_curve_num_samples=ARITH_INTENSITY_SAMPLES,
@@ -70,9 +71,16 @@ def per_store_features(program: tirx.PrimFunc | s_tir.Schedule, target_kind: str
     return view
 
 
+def per_store_features_of_many(schedules: list[s_tir.Schedule], target_kind: str,
+                               num_threads: int = 1) -> list[np.ndarray]:
+    """``per_store_features`` of each schedule, in one native call that spreads the programs over
+    ``num_threads`` threads (most of the time goes to the extractor's own lowering passes, which
+    release the GIL). One program the extractor cannot read fails the whole call."""
+    extractor, context = _extractor(target_kind, max(1, num_threads))
+    out = extractor.extract_from(context, [ms.MeasureCandidate(sch, []) for sch in schedules])
+    return [rows.numpy().reshape(-1, len(PER_STORE_COLUMNS)).astype(np.float32) for rows in out]
+
+
 def _extract(program: tirx.PrimFunc | s_tir.Schedule, target_kind: str) -> np.ndarray:
-    extractor, context = _extractor(target_kind)
     sch = program if isinstance(program, s_tir.Schedule) else s_tir.Schedule(program)
-    candidate = ms.MeasureCandidate(sch, [])
-    rows = extractor.extract_from(context, [candidate])[0].numpy()
-    return rows.reshape(-1, len(PER_STORE_COLUMNS)).astype(np.float32)
+    return per_store_features_of_many([sch], target_kind)[0]

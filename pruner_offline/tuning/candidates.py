@@ -3,8 +3,9 @@
 The evolutionary search re-scores survivors every generation, so a program met again as the same
 object is found by identity (~1 us). The draft inputs of new programs come from templates of their
 loop structure (features/draft_templates.py: one pass over the loops per program, one numpy pass
-per population). Full features (2-7 ms) are computed for the few programs the verifier sees, and
-cached by structural hash (~0.05 ms): measured candidates come back in update() as new objects.
+per population). Full features (2-7 ms) are computed for the few programs the verifier sees, the
+native part of a batch in one call on the tuning run's threads, and cached by structural hash
+(~0.05 ms): measured candidates come back in update() as new objects.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ..features import DATAFLOW_COLUMNS, DATAFLOW_TOKENS, STATEMENT_COLUMNS, Dev
 from ..features.draft_templates import DraftFeatures, DraftTemplates
 from ..features.extract import ProgramFeatures, featurize_prim_func
 from ..features.gc_pause import gc_paused
+from ..features.per_store import per_store_features_of_many
 from ..models.batch import Batch, make_batch
 from ..tenset.step_vectors import STEP_DIM
 
@@ -63,9 +65,11 @@ class CandidateFeatures:
     """Draft inputs (symbols + analytic score) and full training features of candidates; None for a
     program that cannot be featurized (it is then ranked last, never an error for the search)."""
 
-    def __init__(self, target_kind: str, device: str | DeviceConstants | None = None, capacity: int = 50_000):
+    def __init__(self, target_kind: str, device: str | DeviceConstants | None = None, capacity: int = 50_000,
+                 num_threads: int = 1):
         self.target_kind = target_kind
         self.device = device
+        self.num_threads = num_threads  # for the native part of full features
         self.times = FeatureTimes()
         self.templates = DraftTemplates(target_kind, device)
         # identity of a module -> (the module, kept alive so that its identity is not reused; its value)
@@ -108,22 +112,35 @@ class CandidateFeatures:
             return self._full_features(schedules)
 
     def _full_features(self, schedules: list[s_tir.Schedule]) -> list[Optional[ProgramFeatures]]:
-        out: list[Optional[ProgramFeatures]] = []
-        for key, sch in zip(self.keys(schedules), schedules):
-            found, value = self._full.get(key)
+        keys = self.keys(schedules)
+        misses: dict[int, s_tir.Schedule] = {}
+        for key, sch in zip(keys, schedules):
+            found, _ = self._full.get(key)
             if found:
                 self.times.hits += 1
             else:
-                start = time.perf_counter()
-                try:
-                    value = featurize_prim_func(sch, self.target_kind, self.device)
-                except Exception:  # noqa: BLE001 - TVM and alignment errors; the search goes on
-                    value = None
-                    self.times.failures += 1
-                self.times.full_s += time.perf_counter() - start
-                self.times.full_programs += 1
+                misses.setdefault(key, sch)
+        if misses:
+            start = time.perf_counter()
+            for key, value in zip(misses, self._featurize(list(misses.values()))):
                 self._full.put(key, value)
-            out.append(value)
+                self.times.failures += value is None
+            self.times.full_s += time.perf_counter() - start
+            self.times.full_programs += len(misses)
+        return [self._full.get(key)[1] for key in keys]
+
+    def _featurize(self, schedules: list[s_tir.Schedule]) -> list[Optional[ProgramFeatures]]:
+        try:
+            rows: list[Optional[np.ndarray]] = per_store_features_of_many(schedules, self.target_kind,
+                                                                          self.num_threads)
+        except Exception:  # noqa: BLE001 - one unreadable program fails the batch; each is tried alone below
+            rows = [None] * len(schedules)
+        out: list[Optional[ProgramFeatures]] = []
+        for sch, per_store in zip(schedules, rows):
+            try:
+                out.append(featurize_prim_func(sch, self.target_kind, self.device, per_store=per_store))
+            except Exception:  # noqa: BLE001 - TVM and alignment errors; the search goes on
+                out.append(None)
         return out
 
 

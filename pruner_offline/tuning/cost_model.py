@@ -98,12 +98,15 @@ class PrunerCostModel(PyCostModel):
     generation's 512 programs cost more than everything else in a tuning run), None for no limit.
     on_update: online training, see OnlineUpdate; None keeps the verifier as loaded.
     calibrate: divide the analytic draft score of each loop structure by how far it was off on that
-    structure's measured programs (calibration.py); no effect with a learned draft model."""
+    structure's measured programs (calibration.py); no effect with a learned draft model.
+    num_threads: threads for the native part of full features; None takes the tuning run's own
+    (its TuneContext's, as MetaSchedule's XGB model does for the same extractor) once one is seen."""
 
     def __init__(self, *, target_kind: str, verifier: Optional[CostModelModule] = None,
                  draft: Optional[CostModelModule] = None, device: str | DeviceConstants | None = None,
                  verify_fraction: float = 0.2, verify_max: Optional[int] = None,
-                 on_update: Optional[OnlineUpdate] = None, calibrate: bool = True):
+                 on_update: Optional[OnlineUpdate] = None, calibrate: bool = True,
+                 num_threads: Optional[int] = None):
         super().__init__()
         if not 0 < verify_fraction <= 1:
             raise ValueError(f"verify_fraction must be in (0, 1], got {verify_fraction}")
@@ -113,7 +116,8 @@ class PrunerCostModel(PyCostModel):
         self.verify_max = verify_max
         self.on_update = on_update
         self.device = device_for(target_kind, device)
-        self.features = CandidateFeatures(target_kind, self.device)
+        self.num_threads = num_threads
+        self.features = CandidateFeatures(target_kind, self.device, num_threads=num_threads or 1)
         self.measured = MeasuredPrograms()
         self.calibration = StructureCalibration() if calibrate and self.draft is None else None
         self.times = CostModelTimes()
@@ -122,15 +126,21 @@ class PrunerCostModel(PyCostModel):
     def from_checkpoint(cls, checkpoint: str | Path | None, draft: str | Path | None = None, *,
                         target_kind: str = "llvm", device: str | DeviceConstants | None = None,
                         verify_fraction: float = 0.2, verify_max: Optional[int] = None,
-                        on_update: Optional[OnlineUpdate] = None, calibrate: bool = True) -> "PrunerCostModel":
+                        on_update: Optional[OnlineUpdate] = None, calibrate: bool = True,
+                        num_threads: Optional[int] = None) -> "PrunerCostModel":
         """Load model files written by ``pruner-train pretrain``; the draft score uses the device
         constants the models were trained with (``device`` may only confirm them)."""
         models = {str(p): load_model(p, expect_schema=str(FEATURE_SCHEMA_VERSION)) for p in (checkpoint, draft) if p}
         dev = model_device(target_kind, {p: meta for p, (_, meta) in models.items()}, device)
         return cls(target_kind=target_kind, device=dev, verify_fraction=verify_fraction, verify_max=verify_max,
-                   on_update=on_update, calibrate=calibrate,
+                   on_update=on_update, calibrate=calibrate, num_threads=num_threads,
                    verifier=models[str(checkpoint)][0] if checkpoint else None,
                    draft=models[str(draft)][0] if draft else None)
+
+    def use_context(self, context) -> None:
+        """Take the tuning run's thread count, unless one was given."""
+        if self.num_threads is None and context is not None:
+            self.features.num_threads = max(1, int(context.num_threads))
 
     def load(self, path: str) -> None:
         self.verifier = load_checkpoint(path)
@@ -189,6 +199,7 @@ class PrunerCostModel(PyCostModel):
 
     def predict(self, context, candidates: list[MeasureCandidate]) -> np.ndarray:
         start = time.perf_counter()
+        self.use_context(context)
         verify = None if self.verifier is None else (lambda idx: self._verify(candidates, idx))
         with _one_torch_thread():
             scores = draft_then_verify(self._draft_scores(candidates), self.verify_fraction, verify, self.verify_max)
@@ -199,6 +210,7 @@ class PrunerCostModel(PyCostModel):
 
     def update(self, context, candidates: list[MeasureCandidate], results: list[RunnerResult]) -> None:
         start = time.perf_counter()
+        self.use_context(context)
         if self.calibration is not None:
             drafts = self.features.draft([c.sch for c in candidates])
             valid = [(d, r) for d, r in zip(drafts, results) if d is not None]

@@ -81,6 +81,7 @@ class DraftThenVerifySearch(PySearchStrategy):
 
     def _initialize_with_tune_context(self, context) -> None:
         self.inner._initialize_with_tune_context(context)
+        self.model.use_context(context)
         self.rng = np.random.default_rng(int(context.rand_state) & 0xFFFFFFFF)
 
     def pre_tuning(self, max_trials: int, num_trials_per_iter: int, design_spaces, database=None,
