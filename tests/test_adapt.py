@@ -151,7 +151,7 @@ def test_guarded_moves_only_when_unseen_records_disagree_with_pretraining(h200_m
 
 def test_guarded_judges_only_records_its_tuned_copy_never_saw(h200_mini, tmp_path):
     module, d = h200_mini
-    programs = _flipped(programs_of_store(d, tuning_order(d)[:40]))
+    programs = programs_of_store(d, tuning_order(d)[:40])  # a device the pretrained model knows
     cfg = AdaptConfig(retrain_every=2, epochs=2)
     g = make_method("guarded", module, cfg)
     online = OnlineRecords(programs[:20])
@@ -167,48 +167,41 @@ def test_guarded_judges_only_records_its_tuned_copy_never_saw(h200_mini, tmp_pat
     np.testing.assert_array_equal(again.gains, g.gains)
     online = OnlineRecords(programs)
     assert g.after_round(online, 4) == again.after_round(online, 4)
-    assert g.choice == again.choice and g.moved == again.moved
+    assert (g.choice, g.moved, g.uninformed) == (again.choice, again.moved, again.uninformed)
+    assert not g.uninformed
     for a, b in zip(g.predictor.state_dict().values(), again.predictor.state_dict().values()):
         torch.testing.assert_close(a, b)
 
 
 def test_guarded_rule_gates_the_first_move_then_follows_the_leader():
-    """The default model predicts until another candidate's mean gain over it clears the bar, even when
-    a candidate leads; once the predictor has left it, the candidate with the largest mean gain
+    """The pretrained model predicts until another candidate's mean gain over it clears the bar, even
+    when a candidate leads; once the predictor has left it, the candidate with the largest mean gain
     predicts, whatever its standard error, and the pretrained model again when every mean gain is at
-    or below 0. The bar is paired against whichever model is the default."""
+    or below 0."""
     from pruner_offline.adapt.methods import CANDIDATES, choose
 
     rng = np.random.default_rng(0)
     noise = rng.standard_normal(40)
     noise = (noise - noise.mean()) / noise.std(ddof=1)  # mean 0, std 1: standard error 1/sqrt(40)
     se = 1 / np.sqrt(40)
-    finetune = len(CANDIDATES) - 1
     gains = np.zeros((len(CANDIDATES) - 1, 40))
     gains[1] = 1.5 * se + noise  # 1.5 standard errors: short of a bar of 2
     gains[3] = 0.5 * se + noise
-    assert choose(gains, evidence=2.0, default=0, moved=False, min_records=10) == 0
-    assert choose(gains, evidence=1.0, default=0, moved=False, min_records=10) == 2  # the leader, index 1 + 1
-    assert choose(gains, evidence=2.0, default=0, moved=True, min_records=10) == 2
-    assert choose(gains[:, :5], evidence=0.0, default=0, moved=False, min_records=10) == 0  # too few judged
-    assert choose(gains[:, :5], evidence=0.0, default=finetune, moved=False, min_records=10) == finetune
-    # the running fine-tune as the default: the bar is paired against it, the pretrained model included
-    below = np.zeros_like(gains)
-    below[4] = -1.5 * se + noise  # every other candidate 1.5 standard errors above the fine-tune
-    assert choose(below, evidence=2.0, default=finetune, moved=False, min_records=10) == finetune
-    below[4] = -3 * se + noise  # 3: they all clear the bar, and the pretrained model comes first on the tie
-    assert choose(below, evidence=2.0, default=finetune, moved=False, min_records=10) == 0
+    assert choose(gains, evidence=2.0, moved=False, min_records=10) == 0
+    assert choose(gains, evidence=1.0, moved=False, min_records=10) == 2  # the leader, index 1 + 1
+    assert choose(gains, evidence=2.0, moved=True, min_records=10) == 2
+    assert choose(gains[:, :5], evidence=0.0, moved=False, min_records=10) == 0  # too few judged
     gains[4] = 2.5 * se + noise  # a new leader (the running fine-tune)
-    assert CANDIDATES[choose(gains, evidence=2.0, default=0, moved=False, min_records=10)] == "finetune"
-    assert choose(-np.abs(gains), evidence=2.0, default=0, moved=True, min_records=10) == 0
+    assert CANDIDATES[choose(gains, evidence=2.0, moved=False, min_records=10)] == "finetune"
+    assert choose(-np.abs(gains), evidence=2.0, moved=True, min_records=10) == 0
 
 
 def test_guard_is_dropped_at_the_first_retrain_only_for_a_pretrained_model_no_better_than_a_coin(h200_store):
     """Real H200 programs as the new device's first records. The bundled CPU model ranks their good
-    pairs no better than a coin (the cross-target case): guarded predicts with the fine-tune from the
-    first retrain on (later rounds may return to it, but only as the leader over the fine-tune by the
-    evidence bar). The bundled H200 model ranks them far better than a coin: guarded keeps it,
-    although the fine-tune on the same records is the same network the CPU run moved to."""
+    pairs no better than a coin (the cross-target case): guarded is plain fine-tuning from the first
+    retrain on, for good (the same weights as `finetune`, and no mixes trained after that). The
+    bundled H200 model ranks them far better than a coin: guarded keeps it, although the fine-tune on
+    the same records is the same network the CPU run moved to."""
     from pruner_offline.adapt.methods import better_than_chance, good_pair_scores
 
     d = FeatureStore(h200_store).load()
@@ -216,16 +209,26 @@ def test_guard_is_dropped_at_the_first_retrain_only_for_a_pretrained_model_no_be
     cfg = AdaptConfig(retrain_every=2, epochs=2)
     first = OnlineRecords(stream[:20]).data()
     rows = np.arange(20)
-    chosen = {}
+    chosen, methods = {}, {}
     for name in ("pacm.pt", "pacm_h200.pt"):
         module, _ = load_model(REPO / "checkpoints" / name)
         pred = module.predict_rows(lambda r: gather_batch(first, r), rows)
         ranks = better_than_chance(pred, first.records["label"], first.records["task_id"], cfg.evidence,
                                    cfg.round_size)
-        chosen[name] = (ranks, _replay(make_method("guarded", module, cfg), stream, cfg))
-    assert chosen["pacm.pt"][0] is False
-    assert chosen["pacm.pt"][1][:2] == ["pretrained", "finetune"]
+        methods[name] = make_method("guarded", module, cfg)
+        chosen[name] = (ranks, _replay(methods[name], stream, cfg))
+    assert chosen["pacm.pt"] == (False, ["pretrained"] + ["finetune"] * 3)
     assert chosen["pacm_h200.pt"] == (True, ["pretrained"] * 4)
+    cpu = methods["pacm.pt"]
+    assert cpu.uninformed and cpu.gains.shape[1] == 0  # nothing judged once there is nothing to guard
+    module, _ = load_model(REPO / "checkpoints" / "pacm.pt")
+    finetune, online = make_method("finetune", module, cfg), OnlineRecords()
+    for r, start in enumerate(range(0, len(stream), cfg.round_size), 1):
+        for p in stream[start:start + cfg.round_size]:
+            online.add(p)
+        finetune.after_round(online, r)
+    for a, b in zip(cpu.predictor.state_dict().values(), finetune.predictor.state_dict().values()):
+        torch.testing.assert_close(a, b)
     # a ranking exactly wrong loses its guard, unless too few records are judged to tell
     y, task = first.records["label"], first.records["task_id"]
     judged = good_pair_scores([y], y, task, np.ones(len(y), dtype=bool)).shape[1]

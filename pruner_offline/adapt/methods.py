@@ -16,14 +16,14 @@
   pretrained model when none is above 0): the bar guards the first move, after which the choice
   follows the evidence instead of waiting for each candidate to clear it again. The guard is only
   for a pretrained model that knows something about the device: it never trained on any online
-  record, so all of them test whether it orders their good pairs better than a coin. While it is
-  not ``evidence`` standard errors better, plain fine-tuning is the model to beat instead: the
-  running fine-tune predicts from the first retrain on, until some candidate's (or the pretrained
-  model's) mean gain over it clears the same bar, and then the leader as above. Mixing weights
-  rather than scores keeps the predictor an ordinary model (it is saved and loaded like any
-  other); fine-tuned weights lie close to the pretrained ones, where such mixes keep what both know
-  (robust fine-tuning, WiSE-FT), and the running fine-tune is there for a device so unlike
-  pretraining that far more training than one retrain's pays.
+  record, so all of them test whether it orders their good pairs better than a coin. The first
+  time it is not ``evidence`` standard errors better (before it was ever left), there is nothing
+  to guard: from then on guarded *is* plain fine-tuning (the running fine-tune predicts, and the
+  mixes, which would only pull towards a model that does not know the device, are no longer
+  trained). Mixing weights rather than scores keeps the predictor an ordinary model (it is saved
+  and loaded like any other); fine-tuned weights lie close to the pretrained ones, where such mixes
+  keep what both know (robust fine-tuning, WiSE-FT), and the running fine-tune is there for a device
+  so unlike pretraining that far more training than one retrain's pays.
 - ``moa``: momentum online adaptation (Pruner), as published. A momentum copy θ_s starts as the
   pretrained weights; at every retrain a network initialised from θ_s is trained on all online
   records and becomes the predictor, then θ_s ← m·θ_s + (1−m)·θ. Starting each fine-tune from the
@@ -196,24 +196,21 @@ def better_than_chance(pred: np.ndarray, y: np.ndarray, task: np.ndarray, eviden
     return bool(s.mean() > evidence * s.std(ddof=1) / np.sqrt(len(s)))
 
 
-def choose(gains: np.ndarray, evidence: float, default: int, moved: bool, min_records: int) -> int:
+def choose(gains: np.ndarray, evidence: float, moved: bool, min_records: int) -> int:
     """Guarded's rule over the tally ``gains`` [candidates − 1, records judged] of gains over the
-    pretrained model (index 0, whose own gain is 0). Until the predictor has left ``default``
-    (``moved``): ``default``, until some other candidate's mean gain over it is ``evidence`` standard
-    errors above 0 (a paired test on the same records), then the largest such. Once it has left: the
-    candidate with the largest mean gain, the pretrained model on a tie. ``default`` while fewer
+    pretrained model (index 0, whose own gain is 0). Until the predictor has left it (``moved``):
+    the pretrained model, until some candidate's mean gain is ``evidence`` standard errors above 0
+    (a paired test on the same records), then the largest such. Once it has left: the candidate
+    with the largest mean gain, the pretrained model on a tie. The pretrained model while fewer
     than ``min_records`` records are judged."""
     n = gains.shape[1]
     if n < max(min_records, 2):
-        return default
-    full = np.concatenate([np.zeros((1, n)), gains])
+        return 0
+    mean = gains.mean(1)
     if moved:
-        return int(np.argmax(full.mean(1)))
-    diff = full - full[default]
-    mean = diff.mean(1)
-    ok = (mean > 0) & (mean > evidence * diff.std(1, ddof=1) / np.sqrt(n))
-    ok[default] = False
-    return int(np.argmax(np.where(ok, mean, -np.inf))) if ok.any() else default
+        return int(np.argmax(np.concatenate([[0.0], mean])))
+    ok = (mean > 0) & (mean > evidence * gains.std(1, ddof=1) / np.sqrt(n))
+    return 1 + int(np.argmax(np.where(ok, mean, -np.inf))) if ok.any() else 0
 
 
 class Guarded(Method):
@@ -226,28 +223,34 @@ class Guarded(Method):
         self.candidates: list[CostModelModule] = []  # CANDIDATES[1:] as of the latest retrain
         self.scored = 0  # online records the latest candidates were trained on, or scored since
         self.gains = np.zeros((len(CANDIDATES) - 1, 0))  # per candidate, per judged record: gain over 0
-        self.moved = False  # whether the predictor has ever left the default model (see choose)
+        self.moved = False  # whether the predictor has ever left the pretrained model (see choose)
+        self.uninformed = False  # the pretrained model ranks the device like a coin: fine-tuning alone
         self.choice = 0  # index into CANDIDATES of the predictor
         self._pretrained_pred: tuple[object, np.ndarray] = (None, np.zeros(0))  # (online data, its scores)
 
     def after_round(self, online: OnlineRecords, rounds: int) -> bool:
-        if self.candidates and len(online) > self.scored:
+        if self.candidates and not self.uninformed and len(online) > self.scored:
             self.judge(online)
         retrain = rounds % self.cfg.retrain_every == 0 and len(online) >= 2
         if retrain:
             seed = self.cfg.seed + self.retrains
-            tuned = copy.deepcopy(self.pretrained)
-            train_online(tuned, online, self.cfg, seed)
             train_online(self.finetuned, online, self.cfg, seed)
-            self.set_candidates(tuned)
+            if not self.uninformed:
+                tuned = copy.deepcopy(self.pretrained)
+                train_online(tuned, online, self.cfg, seed)
+                self.set_candidates(tuned)
             self.scored = len(online)
             self.retrains += 1
         if not self.candidates:
             return False
-        # the model to beat: the pretrained one, unless it ranks this device no better than a coin
-        default = 0 if self.moved or self.pretrained_ranks(online) else len(CANDIDATES) - 1
-        c = choose(self.gains, self.cfg.evidence, default, self.moved, self.cfg.round_size)
-        self.moved = self.moved or c != default
+        # decided once: a pretrained model that ranks this device no better than a coin has nothing
+        # to guard, and mixes with it only pull towards a model that does not know the device
+        self.uninformed = self.uninformed or not (self.moved or self.pretrained_ranks(online))
+        if self.uninformed:
+            c = len(CANDIDATES) - 1
+        else:
+            c = choose(self.gains, self.cfg.evidence, self.moved, self.cfg.round_size)
+            self.moved = self.moved or c != 0
         if c == self.choice and not (retrain and c > 0):
             return False
         self.choice = c
@@ -295,7 +298,8 @@ class Guarded(Method):
         return {"predictor": self.predictor.state_dict(), "pretrained": self.pretrained.state_dict(),
                 "finetuned": self.finetuned.state_dict(),
                 "tally": {"gains": torch.from_numpy(self.gains), "scored": self.scored, "choice": self.choice,
-                          "moved": self.moved, "retrains": self.retrains}, **tuned}
+                          "moved": self.moved, "uninformed": self.uninformed, "retrains": self.retrains},
+                **tuned}
 
     def load_state(self, state: dict[str, dict]) -> None:
         super().load_state(state)
@@ -306,6 +310,7 @@ class Guarded(Method):
         self.gains = tally["gains"].numpy()
         self.scored, self.choice, self.retrains = int(tally["scored"]), int(tally["choice"]), int(tally["retrains"])
         self.moved = bool(tally["moved"])
+        self.uninformed = bool(tally.get("uninformed", False))  # absent from states saved before it existed
         if "tuned" in state:
             tuned = copy.deepcopy(self.pretrained)
             tuned.load_state_dict(state["tuned"])
