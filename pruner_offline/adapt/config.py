@@ -22,4 +22,4 @@ class AdaptConfig:
         "help": "guarded: how many standard errors above 0 some candidate's mean gain over the pretrained model, "
                 "on records it had not seen, must be before guarded first leaves the pretrained model; the same "
                 "margin above chance for the pretrained model's own ranking of the online records, without which "
-                "it is not guarded", "min": 0.0})
+                "guarded is plain fine-tuning from then on", "min": 0.0})

@@ -65,7 +65,8 @@ class TuneSettings:
     online_method: str = field(default="guarded", metadata={
         "choices": ("guarded", "retrain", "moa"),
         "help": "with --online-epochs: guarded (leave the pretrained model for a mix or a fine-tune only as "
-                "far as fresh measurements support), plain retraining of a copy, or MoA (momentum online adaptation)"})
+                "far as fresh measurements support; plain retraining once it ranks them like a coin), plain "
+                "retraining of a copy, or MoA (momentum online adaptation)"})
     trials_per_batch: int = field(default=16, metadata={"help": "candidates measured per batch", "min": 1})
     population_size: int = field(default=512, metadata={"flag": "--population", "min": 2,
                                                          "help": "evolutionary search population"})
