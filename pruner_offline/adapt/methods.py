@@ -220,7 +220,9 @@ class Guarded(Method):
         super().__init__(pretrained, cfg)
         self.pretrained = copy.deepcopy(pretrained).eval()
         self.finetuned = copy.deepcopy(pretrained).eval()  # trained further at every retrain, as `finetune`
-        self.candidates: list[CostModelModule] = []  # CANDIDATES[1:] as of the latest retrain
+        # CANDIDATES[1:] as of the latest retrain; once `uninformed`, only the running fine-tune is kept
+        # up to date (the mixes stay as they were, unused, and the latest of them is what a restart loads)
+        self.candidates: list[CostModelModule] = []
         self.scored = 0  # online records the latest candidates were trained on, or scored since
         self.gains = np.zeros((len(CANDIDATES) - 1, 0))  # per candidate, per judged record: gain over 0
         self.moved = False  # whether the predictor has ever left the pretrained model (see choose)

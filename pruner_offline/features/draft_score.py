@@ -12,10 +12,10 @@ CPU (our design; Pruner has none): the same roofline shape with the CPU's parall
 - thread_pen = 1 + 1 / DataReusePenalty as on the GPU;
 - t_comp = (F + guard work) * thread_pen / (peak * core_eff * vec_eff), the guard work being the
   comparisons and logical ops of if_then_else conditions (padding's bounds tests, inlined or in
-  its own stage), each charged as one float op: with the padding inlined into a convolution the test runs once per
-  multiply-add, and without the charge the draft rates such programs as if the padding were free;
-  measured on XGB's tuning runs they ran 1.2-2.4x slower per unit of score than programs with a
-  separate padding stage;
+  its own stage), each charged as one float op: with the padding inlined into a convolution the
+  test runs once per multiply-add, and without the charge the draft rates such programs as if the
+  padding were free; measured on XGB's tuning runs they ran 1.2-2.4x slower per unit of score
+  than programs with a separate padding stage;
 - t_mem: copies move DRAM_workload elements; a compute statement whose per-chunk working set
   (MemWorkload elements) exceeds the per-core cache streams MemWorkload * par elements from DRAM;
 - t = max(t_comp, t_mem) + parallel_launch_s when the statement runs under a parallel loop: waking

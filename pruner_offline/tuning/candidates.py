@@ -113,21 +113,24 @@ class CandidateFeatures:
 
     def _full_features(self, schedules: list[s_tir.Schedule]) -> list[Optional[ProgramFeatures]]:
         keys = self.keys(schedules)
+        values: dict[int, Optional[ProgramFeatures]] = {}  # of this call: no second lookup, no eviction
         misses: dict[int, s_tir.Schedule] = {}
         for key, sch in zip(keys, schedules):
-            found, _ = self._full.get(key)
+            found, value = self._full.get(key)
             if found:
                 self.times.hits += 1
+                values[key] = value
             else:
                 misses.setdefault(key, sch)
         if misses:
             start = time.perf_counter()
             for key, value in zip(misses, self._featurize(list(misses.values()))):
                 self._full.put(key, value)
+                values[key] = value
                 self.times.failures += value is None
             self.times.full_s += time.perf_counter() - start
             self.times.full_programs += len(misses)
-        return [self._full.get(key)[1] for key in keys]
+        return [values[key] for key in keys]
 
     def _featurize(self, schedules: list[s_tir.Schedule]) -> list[Optional[ProgramFeatures]]:
         try:
