@@ -55,7 +55,7 @@ def replay_dataset(root: Path, limit: int, show: int, features: int) -> dict:
             res = replay_record(task, rec)
             if res.ok:
                 ok[kind] += 1
-                if len(programs[kind]) < features:
+                if features and len(programs[kind]) < features:
                     programs[kind].append(res.mod["main"])
             else:
                 reasons[kind][res.reason] += 1

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from pruner_offline.adapt.methods import AdaptConfig, make_method
+from pruner_offline.adapt.methods import MIXES, AdaptConfig, make_method
 from pruner_offline.adapt.online import OnlineRecords, programs_of_store
 from pruner_offline.adapt.simulate import held_out_rows, simulate, tuning_order
 from pruner_offline.build_store import FeaturizeSettings, cached_store
@@ -250,6 +250,11 @@ def test_guarded_candidates_include_the_finetune_method(setup):
         if (r + 1) % 10 == 0:
             g.after_round(online, (r + 1) // 10)
             ft.after_round(online, (r + 1) // 10)
+            if g.retrains == 1:  # the fresh tuned copy of the first retrain is the fine-tune's first step
+                for a, b in zip(g.candidates[len(MIXES) - 1].state_dict().values(),
+                                ft.predictor.state_dict().values()):
+                    if a.is_floating_point():  # a mix keeps the pretrained model's batch counters
+                        torch.testing.assert_close(a, b)
     assert g.retrains == ft.retrains == 3
     for a, b in zip(g.candidates[-1].state_dict().values(), ft.predictor.state_dict().values()):
         torch.testing.assert_close(a, b)

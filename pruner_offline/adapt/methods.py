@@ -238,8 +238,13 @@ class Guarded(Method):
             seed = self.cfg.seed + self.retrains
             train_online(self.finetuned, online, self.cfg, seed)
             if not self.uninformed:
-                tuned = copy.deepcopy(self.pretrained)
-                train_online(tuned, online, self.cfg, seed)
+                # at the first retrain the running fine-tune started from the pretrained weights with
+                # this seed and these records, so it already is the fresh tuned copy
+                if self.retrains:
+                    tuned = copy.deepcopy(self.pretrained)
+                    train_online(tuned, online, self.cfg, seed)
+                else:
+                    tuned = copy.deepcopy(self.finetuned)
                 self.set_candidates(tuned)
             self.scored = len(online)
             self.retrains += 1
