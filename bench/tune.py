@@ -135,16 +135,24 @@ def tables(runs: list[dict], models: list[str], budgets: list[int]) -> str:
         cells = [geomean([best_within(by[(w, s, 'xgb')], budgets[-1]) / best_within(by[(w, s, m)], budgets[-1])
                           for ww, s in pairs if ww == w and (w, s, m) in by]) for m in others]
         lines.append(f"{w:<15}" + "".join(f"{x:>15.3f}" for x in cells))
-    lines += ["", "time to XGB's final latency: XGB seconds / model seconds (geometric mean where reached)",
-              f"{'model':<15}{'speedup':>10}{'reached':>10}"]
+    # Where XGB's final program came in its first batch, reaching it sooner is impossible (times are read
+    # at batch ends, and every model's first batch takes as long): a tie is the best any model can do,
+    # so the speedup is also given over the runs where XGB needed more than one batch.
+    lines += ["", "time to XGB's final latency: XGB seconds / model seconds (geometric mean where reached); "
+                  "'later': only the runs where XGB found its final program after its first batch",
+              f"{'model':<15}{'speedup':>10}{'reached':>10}{'later':>10}{'reached':>10}"]
     for m in others:
-        ratios = []
+        ratios, later = [], []
         for w, s in pairs:
             x = by.get((w, s, "xgb"))
             if (w, s, m) in by and x and x["final_s"] is not None:
-                ratios.append(seconds_to_reach(x, x["final_s"]) / seconds_to_reach(by[(w, s, m)], x["final_s"]))
-        reached = [r for r in ratios if r > 0]
-        lines.append(f"{m:<15}{geomean(reached):>10.3f}{f'{len(reached)}/{len(ratios)}':>10}")
+                ratio = seconds_to_reach(x, x["final_s"]) / seconds_to_reach(by[(w, s, m)], x["final_s"])
+                ratios.append(ratio)
+                if x["best"][0] > x["final_s"]:
+                    later.append(ratio)
+        reached, reached_later = [r for r in ratios if r > 0], [r for r in later if r > 0]
+        lines.append(f"{m:<15}{geomean(reached):>10.3f}{f'{len(reached)}/{len(ratios)}':>10}"
+                     f"{geomean(reached_later):>10.3f}{f'{len(reached_later)}/{len(later)}':>10}")
     # per run as well as summed: a run's one-time start-up (the first run of a model in the process)
     # weighs on the sum, not on the geometric mean of the paired ratios
     lines += ["", "seconds inside the cost model (sum over runs; / xgb per run: geometric mean of paired ratios) "
