@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import shutil
 import statistics
 from pathlib import Path
 
@@ -106,7 +107,10 @@ def run_one(wl: str, model: str, seed: int, args, checkpoint: Path) -> dict:
                          search=args.search, **common)
     else:
         s = TuneSettings(cost_model=model, **common)
-    r = tune(named_workload(wl), wl, args.out / "runs" / f"{wl}-{model}-{seed}", s)
+    work_dir = args.out / "runs" / f"{wl}-{model}-{seed}"
+    # a run cut short leaves its database behind, and MetaSchedule would start the rerun from it
+    shutil.rmtree(work_dir, ignore_errors=True)
+    r = tune(named_workload(wl), wl, work_dir, s)
     b = r.cost_model_breakdown
     return {"workload": wl, "model": model, "seed": seed, "final_s": r.best_latency_s,
             "best": r.best_latency_per_batch, "t": r.batch_end_seconds, "trials": r.trials_per_batch,
