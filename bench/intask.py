@@ -13,7 +13,7 @@ first pick (1: it picks the best). Models:
   it holds 100 measured programs (its num_warmup_samples); xgb-nowarmup: the same from the start;
 - draft: the analytic draft score, calibrated per loop structure by the measured programs;
 - pacm-E: PaCM from --checkpoint with guarded online training, E epochs per batch (tune's
-  default is 5).
+  default is 5); pacm-E+treesN: the same with tune's --in-task-trees N.
 The programs after k are what the run's own search chose to measure, so each model ranks a set
 that a search already found promising (a random order scores a first-pick ratio of ~0.5 on it);
 compare models over the same runs only.
@@ -56,6 +56,7 @@ def make_model(name: str, checkpoint: Path, kind: str, cores: int):
     from tvm.s_tir import meta_schedule as ms
 
     from pruner_offline.tuning.cost_model import PrunerCostModel
+    from pruner_offline.tuning.in_task import InTaskTrees
     from pruner_offline.tuning.online import AdaptUpdate
 
     if name == "xgb":
@@ -65,15 +66,17 @@ def make_model(name: str, checkpoint: Path, kind: str, cores: int):
     if name == "draft":
         return PrunerCostModel.from_checkpoint(checkpoint, target_kind=kind)
     if name.startswith("pacm-"):
+        epochs, _, trees = name[5:].partition("+trees")
         return PrunerCostModel.from_checkpoint(checkpoint, target_kind=kind,
-                                               on_update=AdaptUpdate("guarded", epochs=int(name[5:]), seed=0))
+                                               on_update=AdaptUpdate("guarded", epochs=int(epochs), seed=0),
+                                               in_task=InTaskTrees(int(trees)) if trees else None)
     raise SystemExit(f"unknown model {name}")
 
 
 def scores_of(name: str, model, context, programs: list) -> np.ndarray:
     if name == "draft":
         return np.asarray(model.draft_ranks(programs))
-    if name.startswith("pacm-"):  # the verifier alone, as it ranks the draft's survivors
+    if name.startswith("pacm-"):  # the verifier (with its trees where given), as it orders the draft's survivors
         return np.nan_to_num(model._verify(programs, np.arange(len(programs))), nan=-np.inf)
     return np.asarray(model.predict(context, programs))
 
@@ -87,7 +90,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("runs", type=Path, nargs="+")
     ap.add_argument("--checkpoint", type=Path, default=REPO / "checkpoints" / "pacm.pt")
-    ap.add_argument("--models", nargs="+", default=["xgb", "xgb-nowarmup", "draft", "pacm-5", "pacm-20"])
+    ap.add_argument("--models", nargs="+", default=["xgb", "xgb-nowarmup", "draft", "pacm-5", "pacm-5+trees32"])
     ap.add_argument("--at", type=int, nargs="+", default=[32, 64, 96, 128, 160, 192])
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--cores", type=int, default=2)

@@ -103,6 +103,7 @@ def run_one(wl: str, model: str, seed: int, args, checkpoint: Path) -> dict:
         online = model == "pruner-online"
         s = TuneSettings(cost_model="pruner", checkpoint=str(checkpoint), verify_max=args.verify_max,
                          structure_cap=args.structure_cap, calibrate=args.calibrate, explore=args.explore,
+                         in_task_trees=args.in_task_trees,
                          online_epochs=args.online_epochs if online else 0, online_method=args.online_method,
                          search=args.search, **common)
     else:
@@ -196,6 +197,7 @@ def main() -> None:
     ap.add_argument("--calibrate", action=argparse.BooleanOptionalAction, default=TuneSettings.calibrate,
                     help="tune --calibrate")
     ap.add_argument("--explore", type=int, default=TuneSettings.explore, help="tune --explore")
+    ap.add_argument("--in-task-trees", type=int, default=TuneSettings.in_task_trees, help="tune --in-task-trees")
     ap.add_argument("--online-epochs", type=int, default=5)
     ap.add_argument("--online-method", choices=("guarded", "retrain", "moa"), default="guarded")
     ap.add_argument("--search", choices=SEARCHES, default=SEARCHES[0], help="our models' search strategy "
@@ -242,7 +244,7 @@ def main() -> None:
     runs = [r for r in done.values() if r["workload"] in args.workloads and r["seed"] in args.seeds
             and r["model"] in args.models]
     print(f"trials {args.trials} (budgets {budgets}), batch {args.trials_per_batch}, population {args.population}, "
-          f"seeds {args.seeds}, verify_max {args.verify_max}, structure cap {args.structure_cap}, calibrate {args.calibrate}, explore {args.explore}, online {args.online_method} x {args.online_epochs} "
+          f"seeds {args.seeds}, verify_max {args.verify_max}, structure cap {args.structure_cap}, calibrate {args.calibrate}, explore {args.explore}, in-task trees {args.in_task_trees}, online {args.online_method} x {args.online_epochs} "
           f"epochs, search {args.search}; checkpoint {checkpoint}" + (f" pretrained on {n_past} workloads of {args.past}, none benchmarked"
                                                 if n_past else " (given)"))
     print(tables(runs, [m for m in MODELS if m in args.models], budgets))

@@ -27,6 +27,7 @@ from ..training.export import export_model, load_model, model_device
 from ..training.module import CostModelModule
 from .calibration import StructureCalibration
 from .candidates import CandidateFeatures, draft_batch, features_batch
+from .in_task import InTaskTrees
 from .ranking import draft_then_verify
 from .timing import measured_seconds
 
@@ -100,13 +101,15 @@ class PrunerCostModel(PyCostModel):
     calibrate: divide the analytic draft score of each loop structure by how far it was off on that
     structure's measured programs (calibration.py); no effect with a learned draft model.
     num_threads: threads for the native part of full features; None takes the tuning run's own
-    (its TuneContext's, as MetaSchedule's XGB model does for the same extractor) once one is seen."""
+    (its TuneContext's, as MetaSchedule's XGB model does for the same extractor) once one is seen.
+    in_task: trees fitted on the run's measured programs after each batch, whose ranks are added to
+    the verifier's once fitted (in_task.py); None: the verifier alone."""
 
     def __init__(self, *, target_kind: str, verifier: Optional[CostModelModule] = None,
                  draft: Optional[CostModelModule] = None, device: str | DeviceConstants | None = None,
                  verify_fraction: float = 0.2, verify_max: Optional[int] = None,
                  on_update: Optional[OnlineUpdate] = None, calibrate: bool = True,
-                 num_threads: Optional[int] = None):
+                 num_threads: Optional[int] = None, in_task: Optional[InTaskTrees] = None):
         super().__init__()
         if not 0 < verify_fraction <= 1:
             raise ValueError(f"verify_fraction must be in (0, 1], got {verify_fraction}")
@@ -115,6 +118,7 @@ class PrunerCostModel(PyCostModel):
         self.verify_fraction = verify_fraction
         self.verify_max = verify_max
         self.on_update = on_update
+        self.in_task = in_task
         self.device = device_for(target_kind, device)
         self.num_threads = num_threads
         self.features = CandidateFeatures(target_kind, self.device, num_threads=num_threads or 1)
@@ -127,13 +131,13 @@ class PrunerCostModel(PyCostModel):
                         target_kind: str = "llvm", device: str | DeviceConstants | None = None,
                         verify_fraction: float = 0.2, verify_max: Optional[int] = None,
                         on_update: Optional[OnlineUpdate] = None, calibrate: bool = True,
-                        num_threads: Optional[int] = None) -> "PrunerCostModel":
+                        num_threads: Optional[int] = None, in_task: Optional[InTaskTrees] = None) -> "PrunerCostModel":
         """Load model files written by ``pruner-train pretrain``; the draft score uses the device
         constants the models were trained with (``device`` may only confirm them)."""
         models = {str(p): load_model(p, expect_schema=str(FEATURE_SCHEMA_VERSION)) for p in (checkpoint, draft) if p}
         dev = model_device(target_kind, {p: meta for p, (_, meta) in models.items()}, device)
         return cls(target_kind=target_kind, device=dev, verify_fraction=verify_fraction, verify_max=verify_max,
-                   on_update=on_update, calibrate=calibrate, num_threads=num_threads,
+                   on_update=on_update, calibrate=calibrate, num_threads=num_threads, in_task=in_task,
                    verifier=models[str(checkpoint)][0] if checkpoint else None,
                    draft=models[str(draft)][0] if draft else None)
 
@@ -174,8 +178,11 @@ class PrunerCostModel(PyCostModel):
         valid = [j for j, f in enumerate(feats) if f is not None]
         if valid:
             start = time.perf_counter()
+            valid_feats = [feats[j] for j in valid]
             with torch.no_grad():
-                scores[valid] = self.verifier(features_batch([feats[j] for j in valid])).numpy()
+                scores[valid] = self.verifier(features_batch(valid_feats)).numpy()
+            if self.in_task is not None:
+                scores[valid] = self.in_task.combined(valid_feats, scores[valid])
             self.times.verify_model_s += time.perf_counter() - start
         return scores
 
@@ -216,11 +223,13 @@ class PrunerCostModel(PyCostModel):
             valid = [(d, r) for d, r in zip(drafts, results) if d is not None]
             self.calibration.add([d.structure for d, _ in valid], [d.draft_score for d, _ in valid],
                                  [measured_seconds(r) for _, r in valid])
-        if self.on_update is not None:  # only online training needs the measured programs' features
+        if self.on_update is not None or self.in_task is not None:  # who learns from the measured programs
             for feats, result in zip(self.features.full([c.sch for c in candidates]), results):
                 if feats is not None:
                     self.measured.features.append(feats)
                     self.measured.costs.append(_mean_cost(result))
+        if self.in_task is not None and self.measured.features:
+            self.in_task.fit(self.measured.features, np.array(self.measured.costs))
         if self.on_update is not None and self.measured.features:
             online_start = time.perf_counter()
             with _one_torch_thread():

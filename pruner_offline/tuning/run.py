@@ -45,11 +45,12 @@ class TuneReport:
 def make_cost_model(s: TuneSettings) -> ms.cost_model.CostModel:
     if s.cost_model == "pruner":
         from .cost_model import PrunerCostModel
+        from .in_task import make_in_task
         from .online import ONLINE_METHODS, AdaptUpdate
 
         return PrunerCostModel.from_checkpoint(
             s.checkpoint, s.draft, target_kind=s.target_kind, device=s.device, verify_fraction=s.verify_fraction,
-            verify_max=s.verify_max, calibrate=s.calibrate,
+            verify_max=s.verify_max, calibrate=s.calibrate, in_task=make_in_task(s.in_task_trees, s.seed),
             on_update=(AdaptUpdate(ONLINE_METHODS[s.online_method], epochs=s.online_epochs, seed=s.seed or 0)
                        if s.online_epochs else None))
     if s.cost_model == "xgb":

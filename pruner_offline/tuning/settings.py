@@ -67,6 +67,10 @@ class TuneSettings:
         "help": "with --online-epochs: guarded (leave the pretrained model for a mix or a fine-tune only as "
                 "far as fresh measurements support; plain retraining once it ranks them like a coin), plain "
                 "retraining of a copy, or MoA (momentum online adaptation)"})
+    in_task_trees: int = field(default=0, metadata={
+        "help": "pruner: from this many measured programs on, order PaCM's candidates by its ranks plus those "
+                "of gradient-boosted trees refitted on the run's measured programs after every batch "
+                "(tuning/in_task.py); 0: PaCM alone", "min": 0})
     trials_per_batch: int = field(default=16, metadata={"help": "candidates measured per batch", "min": 1})
     population_size: int = field(default=512, metadata={"flag": "--population", "min": 2,
                                                          "help": "evolutionary search population"})
