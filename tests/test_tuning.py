@@ -167,24 +167,24 @@ def test_in_task_trees_learn_the_runs_own_order_and_join_the_verifier(space, che
 
     from pruner_offline.tuning.in_task import InTaskTrees
 
-    context, candidates = space
-    feats = CandidateFeatures("llvm", "epyc-7452").full([c.sch for c in candidates])
-    seconds = np.array([1.0 / f.draft_score for f in feats])
-    trees = InTaskTrees(min_programs=30)
-    trees.fit(feats[:29], seconds[:29])
-    assert trees.model is None  # fewer than min_programs: nothing to learn from yet
-    trees.fit(feats[:30], seconds[:30])
     def pooled(fs):  # sum, mean and max of each program's statement rows, as the trees see them
         return np.stack([np.concatenate([f.statements.sum(0), f.statements.mean(0), f.statements.max(0)]) for f in fs])
 
-    held = trees.model.predict(pooled(feats[30:]))
-    assert kendalltau(held, -seconds[30:]).statistic > 0.5
+    context, candidates = space
+    feats = CandidateFeatures("llvm", "epyc-7452").full([c.sch for c in candidates])
+    seconds = np.array([1.0 / f.draft_score for f in feats])
+    trees, scores = InTaskTrees(min_programs=30), np.arange(10.0)
+    trees.fit(feats[:29], seconds[:29])
+    assert trees.combined(feats[30:], scores) is scores  # fewer than min_programs: the verifier alone
+    trees.fit(feats[:30], seconds[:30])
+    assert trees.model is None  # fitted when next asked to score, not after a run's last batch
+    trees.combined(feats[30:], scores)
+    assert kendalltau(trees.model.predict(pooled(feats[30:])), -seconds[30:]).statistic > 0.5
 
     model = PrunerCostModel.from_checkpoint(checkpoints[0], target_kind="llvm", in_task=InTaskTrees(min_programs=16))
     model.update(context, candidates[:8], [RunnerResult([s], None) for s in seconds[:8]])
     alone = model._verify(candidates[20:], np.arange(20))
-    assert model.in_task.model is None
     model.update(context, candidates[8:16], [RunnerResult([s], None) for s in seconds[8:16]])
-    assert model.in_task.model is not None and len(model.measured.features) == 16
+    assert len(model.measured.features) == 16
     joined = model._verify(candidates[20:], np.arange(20))
     np.testing.assert_allclose(joined, rankdata(alone) + rankdata(model.in_task.model.predict(pooled(feats[20:]))))

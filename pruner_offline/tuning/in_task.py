@@ -43,21 +43,25 @@ class InTaskTrees:
         self.min_programs = min_programs
         self.seed = seed
         self.model = None
+        self._pending: Optional[tuple[list[ProgramFeatures], np.ndarray]] = None
 
     def fit(self, features: list[ProgramFeatures], costs: np.ndarray) -> None:
-        """Refit on every program measured so far (costs in seconds; failed ones large)."""
-        if len(features) < self.min_programs:
-            return
-        costs = np.asarray(costs, dtype=np.float64)
-        # one core: the search's own threads and the runner hold the others
-        with threadpool_limits(1):
-            self.model = _fit(_pooled(features), costs.min() / costs, self.seed)
+        """Every program measured so far (costs in seconds; failed ones large). The trees are fitted
+        when next asked to score: after a run's last batch nothing is, and no fit is paid for."""
+        if len(features) >= self.min_programs:
+            self._pending = (list(features), np.asarray(costs, dtype=np.float64))
 
     def combined(self, features: list[ProgramFeatures], verifier_scores: np.ndarray) -> np.ndarray:
         """The verifier's scores of ``features``, or once fitted the sum of its ranks and the trees'."""
-        if self.model is None or not len(features):
+        if not len(features):
             return verifier_scores
+        # one core: the search's own threads and the runner hold the others
         with threadpool_limits(1):
+            if self._pending is not None:
+                measured, costs = self._pending
+                self.model, self._pending = _fit(_pooled(measured), costs.min() / costs, self.seed), None
+            if self.model is None:
+                return verifier_scores
             trees = self.model.predict(_pooled(features))
         return rankdata(verifier_scores) + rankdata(trees)
 
