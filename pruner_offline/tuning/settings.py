@@ -67,7 +67,9 @@ class TuneSettings:
         "help": "with --online-epochs: guarded (leave the pretrained model for a mix or a fine-tune only as "
                 "far as fresh measurements support; plain retraining once it ranks them like a coin), plain "
                 "retraining of a copy, or MoA (momentum online adaptation)"})
-    in_task_trees: int = field(default=0, metadata={
+    # 64 by default: a run of up to 64 trials never uses the trees (and fits none); in bench/intask.py
+    # the sum of ranks ordered a run's later programs better than PaCM alone at every point measured
+    in_task_trees: int = field(default=64, metadata={
         "help": "pruner: from this many measured programs on, order PaCM's candidates by its ranks plus those "
                 "of gradient-boosted trees refitted on the run's measured programs after every batch "
                 "(tuning/in_task.py); 0: PaCM alone", "min": 0})
