@@ -29,9 +29,9 @@ def _pooled(features: list[ProgramFeatures]) -> np.ndarray:
 
 
 def _fit(x: np.ndarray, y: np.ndarray, seed: int) -> HistGradientBoostingRegressor:
-    # Tens of programs, not pretraining's thousands: no held-out tenth for early stopping (6 of 64
-    # programs stopped it at the first tree) and leaves of a few programs (scikit-learn's 20 left
-    # one split per tree at 30); MetaSchedule's XGB model also lets a leaf hold any number.
+    # Tens of programs, not pretraining's thousands: no held-out tenth for early stopping (3 of 30
+    # programs stopped it at the first tree: a constant) and leaves of a few programs (scikit-learn's
+    # 20 leave one split per tree at 30); MetaSchedule's XGB model also lets a leaf hold any number.
     return HistGradientBoostingRegressor(max_iter=100, learning_rate=0.1, max_leaf_nodes=15, min_samples_leaf=4,
                                          early_stopping=False, random_state=seed).fit(x, y)
 
