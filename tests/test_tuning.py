@@ -174,9 +174,9 @@ def test_in_task_trees_learn_the_runs_own_order_and_join_the_verifier(space, che
     feats = CandidateFeatures("llvm", "epyc-7452").full([c.sch for c in candidates])
     seconds = np.array([1.0 / f.draft_score for f in feats])
     trees, scores = InTaskTrees(min_programs=30), np.arange(10.0)
-    trees.fit(feats[:29], seconds[:29])
+    trees.measured(feats[:29], seconds[:29])
     assert trees.combined(feats[30:], scores) is scores  # fewer than min_programs: the verifier alone
-    trees.fit(feats[:30], seconds[:30])
+    trees.measured(feats[:30], seconds[:30])
     assert trees.model is None  # fitted when next asked to score, not after a run's last batch
     trees.combined(feats[30:], scores)
     assert kendalltau(trees.model.predict(pooled(feats[30:])), -seconds[30:]).statistic > 0.5

@@ -49,7 +49,7 @@ class CostModelTimes:
     predict_calls: int = 0
     candidates: int = 0
     draft_model_s: float = 0.0  # forward passes, featurization excluded
-    verify_model_s: float = 0.0
+    verify_model_s: float = 0.0  # the verifier's forward passes, and the in-task trees' fits and predictions
     online_s: float = 0.0
     updates: int = 0
     search_s: float = 0.0  # draft and verify calls of a search strategy (search.py), not through predict
@@ -229,7 +229,7 @@ class PrunerCostModel(PyCostModel):
                     self.measured.features.append(feats)
                     self.measured.costs.append(_mean_cost(result))
         if self.in_task is not None and self.measured.features:
-            self.in_task.fit(self.measured.features, np.array(self.measured.costs))
+            self.in_task.measured(self.measured.features, np.array(self.measured.costs))
         if self.on_update is not None and self.measured.features:
             online_start = time.perf_counter()
             with _one_torch_thread():

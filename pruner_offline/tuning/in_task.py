@@ -45,7 +45,7 @@ class InTaskTrees:
         self.model = None
         self._pending: Optional[tuple[list[ProgramFeatures], np.ndarray]] = None
 
-    def fit(self, features: list[ProgramFeatures], costs: np.ndarray) -> None:
+    def measured(self, features: list[ProgramFeatures], costs: np.ndarray) -> None:
         """Every program measured so far (costs in seconds; failed ones large). The trees are fitted
         when next asked to score: after a run's last batch nothing is, and no fit is paid for."""
         if len(features) >= self.min_programs:
