@@ -110,6 +110,8 @@ def main() -> None:
             for start in range(0, max(args.at), args.batch):
                 batch = measured[start:start + args.batch]
                 model.update(context, [c for c, _ in batch], [RunnerResult([s], None) for _, s in batch])
+                if hasattr(model, "learn"):  # ours learns a batch when next verifying, as tuning does each batch
+                    model.learn()
                 k = start + len(batch)
                 if k in args.at and len(measured) - k >= 2:
                     rest = lat[k:]

@@ -31,9 +31,10 @@ from .in_task import InTaskTrees
 from .ranking import draft_then_verify
 from .timing import measured_seconds
 
-# Called after every measured batch with every program measured so far (features, costs in seconds,
-# FAILED_COST for failed runs) and the current verifier; returns the verifier to use from now on, or
-# None to keep it. online.AdaptUpdate runs plain retraining or MoA this way.
+# Called once per measured batch, when the verifier is next needed (PrunerCostModel.learn), with every
+# program measured so far (features, costs in seconds, FAILED_COST for failed runs) and the current
+# verifier; returns the verifier to use from now on, or None to keep it. online.AdaptUpdate runs
+# plain retraining or MoA this way.
 OnlineUpdate = Callable[[Optional[CostModelModule], list[ProgramFeatures], np.ndarray], Optional[CostModelModule]]
 
 
@@ -123,6 +124,7 @@ class PrunerCostModel(PyCostModel):
         self.num_threads = num_threads
         self.features = CandidateFeatures(target_kind, self.device, num_threads=num_threads or 1)
         self.measured = MeasuredPrograms()
+        self._unlearned: list[tuple[list, list[RunnerResult]]] = []  # measured batches, see learn()
         self.calibration = StructureCalibration() if calibrate and self.draft is None else None
         self.times = CostModelTimes()
 
@@ -150,6 +152,7 @@ class PrunerCostModel(PyCostModel):
         self.verifier = load_checkpoint(path)
 
     def save(self, path: str) -> None:
+        self.learn()
         if self.verifier is None:
             raise ValueError("no verifier to save: this cost model ranks by the draft model alone")
         export_model(self.verifier, path, meta={"source": "pruner_offline.tuning (online-updated verifier)",
@@ -173,6 +176,7 @@ class PrunerCostModel(PyCostModel):
         return scores
 
     def _verify(self, candidates: list[MeasureCandidate], indices: np.ndarray) -> np.ndarray:
+        self.learn()
         feats = self.features.full([candidates[i].sch for i in indices])
         scores = np.full(len(indices), np.nan)
         valid = [j for j, f in enumerate(feats) if f is not None]
@@ -218,24 +222,38 @@ class PrunerCostModel(PyCostModel):
     def update(self, context, candidates: list[MeasureCandidate], results: list[RunnerResult]) -> None:
         start = time.perf_counter()
         self.use_context(context)
-        if self.calibration is not None:
+        if self.calibration is not None:  # eager: the draft stage reads it before the next verify
             drafts = self.features.draft([c.sch for c in candidates])
             valid = [(d, r) for d, r in zip(drafts, results) if d is not None]
             self.calibration.add([d.structure for d, _ in valid], [d.draft_score for d, _ in valid],
                                  [measured_seconds(r) for _, r in valid])
         if self.on_update is not None or self.in_task is not None:  # who learns from the measured programs
-            for feats, result in zip(self.features.full([c.sch for c in candidates]), results):
+            self._unlearned.append(([c.sch for c in candidates], list(results)))
+        self.times.update_s += time.perf_counter() - start
+        self.times.updates += 1
+
+    def learn(self) -> None:
+        """Feed the batches measured since the verifier last scored to the online update and the
+        in-task trees. Done when the verifier is next needed (and by ``save``), not in ``update``:
+        after a run's last batch nothing scores, and the retrain on the most programs, the largest
+        of the run, was paid for and never used.
+        Batches measured with no scoring in between are learned as one round."""
+        if not self._unlearned:
+            return
+        batches, self._unlearned = self._unlearned, []
+        for schedules, results in batches:
+            for feats, result in zip(self.features.full(schedules), results):
                 if feats is not None:
                     self.measured.features.append(feats)
                     self.measured.costs.append(_mean_cost(result))
-        if self.in_task is not None and self.measured.features:
+        if not self.measured.features:
+            return
+        if self.in_task is not None:
             self.in_task.measured(self.measured.features, np.array(self.measured.costs))
-        if self.on_update is not None and self.measured.features:
+        if self.on_update is not None:
             online_start = time.perf_counter()
             with _one_torch_thread():
                 new = self.on_update(self.verifier, self.measured.features, np.array(self.measured.costs))
             if new is not None:
                 self.verifier = new.eval()
             self.times.online_s += time.perf_counter() - online_start
-        self.times.update_s += time.perf_counter() - start
-        self.times.updates += 1
