@@ -167,7 +167,7 @@ def test_in_task_trees_learn_the_runs_own_order_and_join_the_verifier(space, che
     from scipy.stats import kendalltau, rankdata
     from tvm.s_tir.meta_schedule.runner import RunnerResult
 
-    from pruner_offline.tuning.in_task import InTaskTrees
+    from pruner_offline.tuning.in_task import InTaskTrees, _fit
 
     def pooled(fs):  # sum, mean and max of each program's statement rows, as the trees see them
         return np.stack([np.concatenate([f.statements.sum(0), f.statements.mean(0), f.statements.max(0)]) for f in fs])
@@ -181,7 +181,13 @@ def test_in_task_trees_learn_the_runs_own_order_and_join_the_verifier(space, che
     trees.measured(feats[:30], seconds[:30])
     assert trees.model is None  # fitted when next asked to score, not after a run's last batch
     trees.combined(feats[30:], scores)
-    assert kendalltau(trees.model.predict(pooled(feats[30:])), -seconds[30:]).statistic > 0.5
+    predicted = trees.model.predict(pooled(feats[30:])[:, trees.columns])
+    assert kendalltau(predicted, -seconds[30:]).statistic > 0.5
+    # fitted on the columns that vary, the first of identical ones: the trees of all columns, cheaper
+    x = pooled(feats[:30])
+    assert 0 < len(trees.columns) < x.shape[1] and np.unique(x[:, trees.columns], axis=1).shape[1] == len(trees.columns)
+    whole = _fit(x, seconds[:30].min() / seconds[:30], 0)
+    np.testing.assert_allclose(whole.predict(pooled(feats[30:])), predicted)
 
     model = PrunerCostModel.from_checkpoint(checkpoints[0], target_kind="llvm", in_task=InTaskTrees(min_programs=16))
     model.update(context, candidates[:8], [RunnerResult([s], None) for s in seconds[:8]])
@@ -190,4 +196,5 @@ def test_in_task_trees_learn_the_runs_own_order_and_join_the_verifier(space, che
     assert len(model.measured.features) == 8  # a measured batch is learned when the verifier next scores
     joined = model._verify(candidates[20:], np.arange(20))
     assert len(model.measured.features) == 16
-    np.testing.assert_allclose(joined, rankdata(alone) + rankdata(model.in_task.model.predict(pooled(feats[20:]))))
+    trees_of_rest = model.in_task.model.predict(pooled(feats[20:])[:, model.in_task.columns])
+    np.testing.assert_allclose(joined, rankdata(alone) + rankdata(trees_of_rest))
