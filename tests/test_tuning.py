@@ -198,3 +198,44 @@ def test_in_task_trees_learn_the_runs_own_order_and_join_the_verifier(space, che
     assert len(model.measured.features) == 16
     trees_of_rest = model.in_task.model.predict(pooled(feats[20:])[:, model.in_task.columns])
     np.testing.assert_allclose(joined, rankdata(alone) + rankdata(trees_of_rest))
+
+
+def test_a_network_runs_programs_are_labelled_within_their_own_task(space, checkpoints):
+    """One cost model serves every task of a network's tuning run: each measured program keeps its
+    task, and the in-task trees and online training label it against the best of that task only
+    (against one best over all tasks, every program of a slow kernel would look alike)."""
+    from tvm.s_tir.meta_schedule import _ffi_api
+    from tvm.s_tir.meta_schedule.runner import RunnerResult
+
+    from pruner_offline.tuning.cost_model import task_key
+    from pruner_offline.tuning.in_task import InTaskTrees, task_throughput
+
+    context, candidates = space
+    # a second kernel of the network (the raw constructor: the Python one imports tensor intrinsics, ~20 s)
+    other = _ffi_api.TuneContext(named_workload("dense"), tvm.target.Target("llvm"), None, None, "dense", 1, -1, None)
+    assert task_key(context) != task_key(other) and task_key(context) == task_key(context)
+    calls = []
+    model = PrunerCostModel.from_checkpoint(checkpoints[0], target_kind="llvm", in_task=InTaskTrees(min_programs=8),
+                                            on_update=lambda v, f, c, t: calls.append((list(t), c.copy())))
+    fast, slow = [RunnerResult([1e-4 * (1 + i)], None) for i in range(4)], [RunnerResult([1.0 + i], None) for i in range(4)]
+    model.update(context, candidates[:4], fast)
+    model.update(other, candidates[4:8], slow)
+    model._verify(candidates[8:12], np.arange(4))
+    tasks, costs = calls[-1]
+    assert tasks == [task_key(context)] * 4 + [task_key(other)] * 4
+    y = task_throughput(costs, tasks)
+    np.testing.assert_allclose(y, [1, 1 / 2, 1 / 3, 1 / 4] * 2)
+    assert model.in_task.model is not None
+
+    # online training groups the records by the same tasks
+    feats = CandidateFeatures("llvm", "epyc-7452").full([c.sch for c in candidates[:16]])
+    update, seen = AdaptUpdate("finetune", epochs=1), []
+    update(load_checkpoint(str(checkpoints[0])), feats[:2], np.ones(2), ["a", "b"])  # too few to train
+    after_round = update._adapter.after_round
+    update._adapter.after_round = lambda online, r: seen.append(online.data()) or after_round(online, r)
+    update(load_checkpoint(str(checkpoints[0])), feats, np.r_[np.linspace(1e-4, 1e-3, 8), np.linspace(1, 10, 8)],
+           ["a"] * 8 + ["b"] * 8)
+    data = seen[0].records
+    assert len(set(data["task_id"])) == 2
+    for t in set(data["task_id"]):
+        assert data["label"][data["task_id"] == t].max() == 1.0  # each task's best is labelled 1

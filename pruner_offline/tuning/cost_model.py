@@ -14,6 +14,7 @@ from typing import Callable, Optional
 
 import numpy as np
 import torch
+import tvm_ffi
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.cost_model import PyCostModel
 from tvm.s_tir.meta_schedule.runner import RunnerResult
@@ -31,11 +32,13 @@ from .in_task import InTaskTrees
 from .ranking import draft_then_verify
 from .timing import measured_seconds
 
-# Called once per measured batch, when the verifier is next needed (PrunerCostModel.learn), with every
-# program measured so far (features, costs in seconds, FAILED_COST for failed runs) and the current
-# verifier; returns the verifier to use from now on, or None to keep it. online.AdaptUpdate runs
-# plain retraining or MoA this way.
-OnlineUpdate = Callable[[Optional[CostModelModule], list[ProgramFeatures], np.ndarray], Optional[CostModelModule]]
+# Called once per measured batch, when the verifier is next needed (PrunerCostModel.learn), with the
+# current verifier and every program measured so far: features, costs in seconds (FAILED_COST for failed
+# runs) and the task of each (its workload's structural hash: one tuning run of a network measures many
+# tasks, and a latency means something only against the same task's); returns the verifier to use from
+# now on, or None to keep it. online.AdaptUpdate runs plain retraining or MoA this way.
+OnlineUpdate = Callable[[Optional[CostModelModule], list[ProgramFeatures], np.ndarray, list[str]],
+                        Optional[CostModelModule]]
 
 
 def load_checkpoint(path: str | Path) -> CostModelModule:
@@ -71,6 +74,14 @@ class CostModelTimes:
 class MeasuredPrograms:
     features: list[ProgramFeatures] = field(default_factory=list)
     costs: list[float] = field(default_factory=list)
+    tasks: list[str] = field(default_factory=list)  # see OnlineUpdate
+
+
+def task_key(context) -> str:
+    """The task a TuneContext tunes, as MetaSchedule's XGB model groups its data: the structural
+    hash of the workload."""
+    mod = getattr(context, "mod", None)
+    return "task" if mod is None else str(tvm_ffi.structural_hash(mod))
 
 
 @contextmanager
@@ -124,7 +135,7 @@ class PrunerCostModel(PyCostModel):
         self.num_threads = num_threads
         self.features = CandidateFeatures(target_kind, self.device, num_threads=num_threads or 1)
         self.measured = MeasuredPrograms()
-        self._unlearned: list[tuple[list, list[RunnerResult]]] = []  # measured batches, see learn()
+        self._unlearned: list[tuple[list, list[RunnerResult], str]] = []  # measured batches, see learn()
         self.calibration = StructureCalibration() if calibrate and self.draft is None else None
         self.times = CostModelTimes()
 
@@ -228,7 +239,7 @@ class PrunerCostModel(PyCostModel):
             self.calibration.add([d.structure for d, _ in valid], [d.draft_score for d, _ in valid],
                                  [measured_seconds(r) for _, r in valid])
         if self.on_update is not None or self.in_task is not None:  # who learns from the measured programs
-            self._unlearned.append(([c.sch for c in candidates], list(results)))
+            self._unlearned.append(([c.sch for c in candidates], list(results), task_key(context)))
         self.times.update_s += time.perf_counter() - start
         self.times.updates += 1
 
@@ -241,19 +252,21 @@ class PrunerCostModel(PyCostModel):
         if not self._unlearned:
             return
         batches, self._unlearned = self._unlearned, []
-        for schedules, results in batches:
+        for schedules, results, task in batches:
             for feats, result in zip(self.features.full(schedules), results):
                 if feats is not None:
                     self.measured.features.append(feats)
                     self.measured.costs.append(_mean_cost(result))
-        if not self.measured.features:
+                    self.measured.tasks.append(task)
+        seen = self.measured
+        if not seen.features:
             return
         if self.in_task is not None:
-            self.in_task.measured(self.measured.features, np.array(self.measured.costs))
+            self.in_task.measured(seen.features, np.array(seen.costs), seen.tasks)
         if self.on_update is not None:
             online_start = time.perf_counter()
             with _one_torch_thread():
-                new = self.on_update(self.verifier, self.measured.features, np.array(self.measured.costs))
+                new = self.on_update(self.verifier, seen.features, np.array(seen.costs), seen.tasks)
             if new is not None:
                 self.verifier = new.eval()
             self.times.online_s += time.perf_counter() - online_start

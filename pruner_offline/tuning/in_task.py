@@ -28,6 +28,21 @@ def _pooled(features: list[ProgramFeatures]) -> np.ndarray:
                            np.array([len(f.statements) for f in features]))
 
 
+def task_throughput(costs: np.ndarray, tasks: Optional[list[str]] = None) -> np.ndarray:
+    """The trees' label: best cost / cost within each task, as MetaSchedule's XGB model labels its
+    groups. One model serves every task of a network's tuning run, whose kernels' latencies differ by
+    orders of magnitude: against one best over all of them, every program of a large kernel would
+    look alike (near 0)."""
+    if tasks is None:
+        return costs.min() / costs
+    keys = np.asarray(tasks)
+    y = np.empty_like(costs)
+    for key in np.unique(keys):
+        mine = keys == key
+        y[mine] = costs[mine].min() / costs[mine]
+    return y
+
+
 def informative_columns(x: np.ndarray) -> np.ndarray:
     """Indices of the columns of ``x`` a tree can split on, the first of each set of identical ones.
     Within one workload most pooled columns are constant or copies of another (170 of 522 are
@@ -58,11 +73,12 @@ class InTaskTrees:
         self.columns: Optional[np.ndarray] = None  # the model's columns of the pooled features
         self._pending: Optional[tuple[list[ProgramFeatures], np.ndarray]] = None
 
-    def measured(self, features: list[ProgramFeatures], costs: np.ndarray) -> None:
-        """Every program measured so far (costs in seconds; failed ones large). The trees are fitted
-        when next asked to score: after a run's last batch nothing is, and no fit is paid for."""
+    def measured(self, features: list[ProgramFeatures], costs: np.ndarray, tasks: Optional[list[str]] = None) -> None:
+        """Every program measured so far (costs in seconds; failed ones large) and its task (None:
+        all one task). The trees are fitted when next asked to score: after a run's last batch
+        nothing is, and no fit is paid for."""
         if len(features) >= self.min_programs:
-            self._pending = (list(features), np.asarray(costs, dtype=np.float64))
+            self._pending = (list(features), task_throughput(np.asarray(costs, dtype=np.float64), tasks))
 
     def combined(self, features: list[ProgramFeatures], verifier_scores: np.ndarray) -> np.ndarray:
         """The verifier's scores of ``features``, or once fitted the sum of its ranks and the trees'."""
@@ -71,11 +87,11 @@ class InTaskTrees:
         # one core: the search's own threads and the runner hold the others
         with threadpool_limits(1):
             if self._pending is not None:
-                measured, costs = self._pending
+                measured, y = self._pending
                 x, self._pending = _pooled(measured), None
                 self.columns = informative_columns(x)
                 # with no column that varies the trees are a constant, which adds nothing to an order
-                self.model = _fit(x[:, self.columns], costs.min() / costs, self.seed) if len(self.columns) else None
+                self.model = _fit(x[:, self.columns], y, self.seed) if len(self.columns) else None
             if self.model is None:
                 return verifier_scores
             trees = self.model.predict(_pooled(features)[:, self.columns])

@@ -20,7 +20,8 @@ ONLINE_METHODS = {"guarded": "guarded", "retrain": "finetune", "moa": "moa"}
 @dataclass
 class AdaptUpdate:
     """An OnlineUpdate: after each measured batch (one round), the adaptation method sees every
-    program measured so far, labelled y = best cost / cost (failed runs 0) as TenSet labels a task.
+    program measured so far, labelled y = best cost / cost within its task (failed runs 0) as TenSet
+    labels a task; without ``tasks``, all are one task.
     ``finetune`` keeps training its copy of the verifier; ``moa`` starts each retrain from the
     momentum copy. The verifier a caller holds is never changed; the first call fixes the weights
     the method starts from."""
@@ -35,7 +36,7 @@ class AdaptUpdate:
     _rounds: int = 0
 
     def __call__(self, verifier: Optional[CostModelModule], features: list[ProgramFeatures],
-                 costs: np.ndarray) -> Optional[CostModelModule]:
+                 costs: np.ndarray, tasks: Optional[list[str]] = None) -> Optional[CostModelModule]:
         if verifier is None:
             return None
         if self._adapter is None:
@@ -45,6 +46,7 @@ class AdaptUpdate:
         self._rounds += 1
         if len(features) < self.min_programs:
             return None
-        online = OnlineRecords([OnlineProgram.of_features(f, float(c), bool(c < FAILED_COST), "tune")
-                                for f, c in zip(features, costs)])
+        tasks = tasks if tasks is not None else ["tune"] * len(features)
+        online = OnlineRecords([OnlineProgram.of_features(f, float(c), bool(c < FAILED_COST), t)
+                                for f, c, t in zip(features, costs, tasks)])
         return self._adapter.predictor if self._adapter.after_round(online, self._rounds) else None
