@@ -14,9 +14,10 @@ import hashlib
 import shutil
 import time
 from collections import Counter
+from itertools import islice
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Optional, Union
 
 import numpy as np
 
@@ -24,10 +25,14 @@ from .features import FEATURE_SCHEMA_VERSION, DeviceConstants
 from .executors import Executor, LocalExecutor
 from .features.devices import device_for, device_to_json
 from .sources import ProgramSource, SourceError, Unit, open_source
+from .sources.base import SourceProgram
 from .store.parts import check_manifest, done_indices, lazy_part, part_path, write_part
 from .store.schema import UnitFeatures
 from .store.writer import check_output, write_store
 from .tenset.step_vectors import MAX_STEPS, STEP_DIM, step_vectors
+
+if TYPE_CHECKING:  # features import TVM; the store's readers and writers do not need it
+    from .features.extract import ProgramFeatures
 
 
 def parse_shard(text: str) -> tuple[int, int]:
@@ -93,17 +98,25 @@ def reason_category(reason: str) -> str:
     return reason.split(": ", 1)[0].strip() or "unknown"
 
 
+def _featurized(programs: Iterable[SourceProgram], target_kind: str, device: Optional[DeviceConstants],
+                chunk: int = 64) -> Iterator[tuple[SourceProgram, Union[ProgramFeatures, str]]]:
+    """(program, its features or why it has none), the programs replayed and extracted ``chunk`` at
+    a time: one native extraction call per chunk, and at most a chunk of schedules held at once."""
+    from .features.program import programs_features
+
+    it = iter(programs)
+    while batch := list(islice(it, chunk)):
+        yield from zip(batch, programs_features(batch, target_kind, device))
+
+
 def featurize_unit(source: ProgramSource, settings: FeaturizeSettings, unit: Unit) -> UnitFeatures:
     """Featurize every program of one unit; a program that fails is kept as a reason."""
-    from .features.program import program_features
-
     got = source.programs(unit)
     failures = list(got.bad_lines)
     device = settings.constants(got.target_kind) if got.target_kind else None
     rows: dict[str, list] = {k: [] for k in ("line", "position", "label", "cost", "error_no", "stmt_count",
                                              "draft_score", "statements", "symbols", "dataflow", "steps")}
-    for prog in got.programs:
-        feats = program_features(prog, got.target_kind, device)
+    for prog, feats in _featurized(got.programs, got.target_kind, device):
         if isinstance(feats, str):
             failures.append((prog.line, feats))
             continue

@@ -343,3 +343,34 @@ def test_op_tags_of_topi_depthwise_and_dense_bias_relu():
         feats = featurize_prim_func(te.create_prim_func(tensors), "llvm")
         tags = feats.statements[:, -len(OP_TAGS):]
         assert [OP_TAGS[i] for i in tags.argmax(axis=1)] == expected
+
+
+def test_featurize_many_is_featurize_one_by_one_and_a_bad_program_fails_alone(monkeypatch):
+    """The per-store part of a batch is one native call; when it fails (a program the extractor
+    cannot read), every program is extracted alone, so the others keep their features and the bad
+    one reports its own error."""
+    from pruner_offline.features import extract
+
+    programs = [gemm_cpu(True), conv2d_cpu(), gemm_cpu(False)]
+    alone = [featurize_prim_func(p, "llvm") for p in programs]
+    batched = extract.featurize_many(programs, "llvm")
+    for a, b in zip(alone, batched):
+        np.testing.assert_array_equal(a.statements, b.statements)
+        np.testing.assert_array_equal(a.symbols, b.symbols)
+        assert a.draft_score == b.draft_score
+
+    real = extract.per_store_features_of_many
+    bad = programs[1]
+
+    def unreadable(schedules, *args):
+        if any(tvm_ffi.structural_equal(s.mod["main"], bad) for s in schedules):
+            raise RuntimeError("the extractor cannot read this program")
+        return real(schedules, *args)
+
+    monkeypatch.setattr(extract, "per_store_features_of_many", unreadable)
+    monkeypatch.setattr(extract, "per_store_features",
+                        lambda p, kind: unreadable([p if isinstance(p, s_tir.Schedule) else s_tir.Schedule(p)], kind)[0])
+    got = extract.featurize_many(programs, "llvm")
+    assert isinstance(got[1], RuntimeError) and "cannot read" in str(got[1])
+    for i in (0, 2):
+        np.testing.assert_array_equal(got[i].statements, alone[i].statements)

@@ -11,7 +11,7 @@ from .dataflow import dataflow_pattern
 from .devices import DeviceConstants, device_for
 from .draft_score import analytic_score
 from .op_tag import op_tag_embedding
-from .per_store import per_store_features
+from .per_store import per_store_features, per_store_features_of_many
 from .regions import lowered_as_per_store_feature
 from .schema import FEATURE_SCHEMA_VERSION
 from .symbols import psa_symbols
@@ -68,3 +68,24 @@ def featurize_prim_func(program: tirx.PrimFunc | s_tir.Schedule, target_kind: st
         symbols=symbols.values.astype(np.float32),
         draft_score=analytic_score(symbols, dev),
     )
+
+
+def featurize_many(programs: list[tirx.PrimFunc | s_tir.Schedule], target_kind: str,
+                   device: str | DeviceConstants | None = None,
+                   num_threads: int = 1) -> list[ProgramFeatures | Exception]:
+    """``featurize_prim_func`` of each program, or the exception it raised; the native per-store
+    part of all of them in one call on ``num_threads`` threads (each call has a fixed cost, a sixth
+    of a small program's extraction). A program the batch cannot read fails the batch, and then
+    each is extracted alone, so that only its own failure is reported."""
+    try:
+        rows: list[np.ndarray | None] = per_store_features_of_many(
+            [p if isinstance(p, s_tir.Schedule) else s_tir.Schedule(p) for p in programs], target_kind, num_threads)
+    except Exception:  # noqa: BLE001 - retried one by one below
+        rows = [None] * len(programs)
+    out: list[ProgramFeatures | Exception] = []
+    for program, per_store in zip(programs, rows):
+        try:
+            out.append(featurize_prim_func(program, target_kind, device, per_store=per_store))
+        except Exception as exc:  # noqa: BLE001 - TVM and alignment errors: one program must not end a run
+            out.append(exc)
+    return out

@@ -1,4 +1,4 @@
-"""The one path from a source's program to its features, shared by featurize, adapt and follow."""
+"""The one path from a source's programs to their features, shared by featurize, adapt and follow."""
 
 from __future__ import annotations
 
@@ -8,17 +8,30 @@ import numpy as np
 
 from ..sources.base import SourceProgram
 from .devices import DeviceConstants
-from .extract import ProgramFeatures, featurize_prim_func
+from .extract import ProgramFeatures, featurize_many
+
+
+def programs_features(progs: list[SourceProgram], target_kind: str,
+                      device: DeviceConstants) -> list[Union[ProgramFeatures, str]]:
+    """Each program's features, or why it has none (it could not be scheduled, or extraction
+    failed); the programs' per-store features are extracted in one batch."""
+    scheduled = featurize_many([p.func for p in progs if p.func is not None], target_kind, device)
+    got = iter(scheduled)
+    out: list[Union[ProgramFeatures, str]] = []
+    for prog in progs:
+        if prog.func is None:
+            out.append(prog.reason or "not scheduled")
+            continue
+        feats = next(got)
+        if isinstance(feats, Exception):
+            out.append(f"features: {type(feats).__name__}: {feats}")
+        elif not all(np.isfinite(x).all() for x in (feats.statements, feats.symbols, feats.dataflow, feats.draft_score)):
+            out.append("features: not finite (NaN or infinite values)")
+        else:
+            out.append(feats)
+    return out
 
 
 def program_features(prog: SourceProgram, target_kind: str, device: DeviceConstants) -> Union[ProgramFeatures, str]:
-    """The program's features, or why it has none (it could not be scheduled, or extraction failed)."""
-    if prog.func is None:
-        return prog.reason or "not scheduled"
-    try:
-        feats = featurize_prim_func(prog.func, target_kind, device=device)
-    except Exception as exc:  # noqa: BLE001 - TVM and alignment errors: one program must not end a run
-        return f"features: {type(exc).__name__}: {exc}"
-    if not all(np.isfinite(x).all() for x in (feats.statements, feats.symbols, feats.dataflow, feats.draft_score)):
-        return "features: not finite (NaN or infinite values)"
-    return feats
+    """``programs_features`` of one program."""
+    return programs_features([prog], target_kind, device)[0]

@@ -21,9 +21,8 @@ from tvm import s_tir
 
 from ..features import DATAFLOW_COLUMNS, DATAFLOW_TOKENS, STATEMENT_COLUMNS, DeviceConstants
 from ..features.draft_templates import DraftFeatures, DraftTemplates
-from ..features.extract import ProgramFeatures, featurize_prim_func
+from ..features.extract import ProgramFeatures, featurize_many
 from ..features.gc_pause import gc_paused
-from ..features.per_store import per_store_features_of_many
 from ..models.batch import Batch, make_batch
 from ..tenset.step_vectors import STEP_DIM
 
@@ -133,18 +132,9 @@ class CandidateFeatures:
         return [values[key] for key in keys]
 
     def _featurize(self, schedules: list[s_tir.Schedule]) -> list[Optional[ProgramFeatures]]:
-        try:
-            rows: list[Optional[np.ndarray]] = per_store_features_of_many(schedules, self.target_kind,
-                                                                          self.num_threads)
-        except Exception:  # noqa: BLE001 - one unreadable program fails the batch; each is tried alone below
-            rows = [None] * len(schedules)
-        out: list[Optional[ProgramFeatures]] = []
-        for sch, per_store in zip(schedules, rows):
-            try:
-                out.append(featurize_prim_func(sch, self.target_kind, self.device, per_store=per_store))
-            except Exception:  # noqa: BLE001 - TVM and alignment errors; the search goes on
-                out.append(None)
-        return out
+        # a program that fails is ranked last; the search goes on
+        got = featurize_many(schedules, self.target_kind, self.device, self.num_threads)
+        return [None if isinstance(f, Exception) else f for f in got]
 
 
 def draft_batch(items: list[DraftFeatures]) -> Batch:
