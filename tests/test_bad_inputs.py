@@ -116,9 +116,9 @@ def test_hostile_record_files_keep_every_good_record_and_say_where_the_bad_ones_
 
 
 def test_non_finite_features_are_a_located_failure_at_featurize_time(tenset_mini, tmp_path, capsys, monkeypatch):
-    import pruner_offline.features.program as program
+    import pruner_offline.features.extract as extract
 
-    real = program.featurize_prim_func
+    real = extract.featurize_prim_func
     calls = []
 
     def nan_for_the_third_program(*args, **kwargs):
@@ -128,7 +128,7 @@ def test_non_finite_features_are_a_located_failure_at_featurize_time(tenset_mini
             feats.statements[0, 0] = np.nan
         return feats
 
-    monkeypatch.setattr(program, "featurize_prim_func", nan_for_the_third_program)
+    monkeypatch.setattr(extract, "featurize_prim_func", nan_for_the_third_program)
     lines = bi.lines_of(bi.pool_files(tenset_mini)[0])
     ds = bi.dataset(tenset_mini, tmp_path / "ds", {"a.json": lines})
     code, text, _ = cli(capsys, "featurize", ds, "--out", tmp_path / "s.h5", "--quiet")

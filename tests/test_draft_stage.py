@@ -256,7 +256,7 @@ def test_programs_seen_again_are_not_scored_again(space):
 def test_full_features_of_a_batch_are_each_programs_own(space, monkeypatch):
     import tvm
 
-    import pruner_offline.tuning.candidates as candidates_module
+    import pruner_offline.features.extract as extract_module
     from pruner_offline.features.extract import FeatureAlignmentError
 
     schedules = [c.sch for c in space[1][:8]]
@@ -268,7 +268,7 @@ def test_full_features_of_a_batch_are_each_programs_own(space, monkeypatch):
             raise FeatureAlignmentError("PerStoreFeature found 3 statements, the TIR walk 2")
         return featurize_prim_func(sch, *args, **kwargs)
 
-    monkeypatch.setattr(candidates_module, "featurize_prim_func", featurize_or_fail)
+    monkeypatch.setattr(extract_module, "featurize_prim_func", featurize_or_fail)
 
     def check(feats: CandidateFeatures) -> None:
         got = feats.full(schedules)
@@ -285,7 +285,7 @@ def test_full_features_of_a_batch_are_each_programs_own(space, monkeypatch):
     def refuse(*args, **kwargs):
         raise tvm.TVMError("refused")
 
-    monkeypatch.setattr(candidates_module, "per_store_features_of_many", refuse)
+    monkeypatch.setattr(extract_module, "per_store_features_of_many", refuse)
     check(CandidateFeatures("llvm", "epyc-7452", num_threads=2))
 
 
