@@ -8,7 +8,7 @@ from typing import Optional
 import numpy as np
 
 from ..store.reader import StoreData
-from ..tenset.labels import task_labels
+from ..tenset.labels import labels_by_task
 from ..tenset.step_vectors import step_vectors
 
 
@@ -55,10 +55,7 @@ def _as_store_data(programs: list[OnlineProgram]) -> StoreData:
     tasks = sorted({p.task for p in programs})
     task_id = np.array([tasks.index(p.task) for p in programs], dtype=np.int32)
     cost = np.array([p.cost for p in programs], dtype=np.float64)
-    labels = np.zeros(len(programs), dtype=np.float32)
-    for t in range(len(tasks)):
-        sel = task_id == t
-        labels[sel] = task_labels(cost[sel], np.array([programs[i].ok for i in np.flatnonzero(sel)]))
+    labels = labels_by_task(cost, np.array([p.ok for p in programs], dtype=bool), task_id).astype(np.float32)
     counts = np.array([len(p.statements) for p in programs], dtype=np.int64)
     n = len(programs)
     return StoreData(

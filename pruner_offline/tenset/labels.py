@@ -42,3 +42,13 @@ def task_labels(cost: np.ndarray, ok: np.ndarray, failed: FailedPolicy = "zero")
     if ok.any():
         y[ok] = cost[ok].min() / cost[ok]
     return y
+
+
+def labels_by_task(cost: np.ndarray, ok: np.ndarray, task_id: np.ndarray) -> np.ndarray:
+    """``task_labels`` of records of several tasks, each against its own task's best."""
+    cost, ok, task_id = np.asarray(cost, dtype=np.float64), np.asarray(ok, dtype=bool), np.asarray(task_id)
+    y = np.zeros(cost.shape)
+    for t in np.unique(task_id):
+        mine = task_id == t
+        y[mine] = task_labels(cost[mine], ok[mine])
+    return y

@@ -21,6 +21,7 @@ from threadpoolctl import threadpool_limits
 
 from ..features.extract import ProgramFeatures
 from ..models.gbdt import pooled_features
+from ..tenset.labels import FAILED_COST, labels_by_task
 
 
 def _pooled(features: list[ProgramFeatures]) -> np.ndarray:
@@ -29,18 +30,11 @@ def _pooled(features: list[ProgramFeatures]) -> np.ndarray:
 
 
 def task_throughput(costs: np.ndarray, tasks: Optional[list[str]] = None) -> np.ndarray:
-    """The trees' label: best cost / cost within each task, as MetaSchedule's XGB model labels its
-    groups. One model serves every task of a network's tuning run, whose kernels' latencies differ by
-    orders of magnitude: against one best over all of them, every program of a large kernel would
-    look alike (near 0)."""
-    if tasks is None:
-        return costs.min() / costs
-    keys = np.asarray(tasks)
-    y = np.empty_like(costs)
-    for key in np.unique(keys):
-        mine = keys == key
-        y[mine] = costs[mine].min() / costs[mine]
-    return y
+    """The trees' label: best cost / cost within each task (a failed run 0), as MetaSchedule's XGB
+    model labels its groups and online training labels its records. One model serves every task of
+    a network's tuning run, whose kernels' latencies differ by orders of magnitude: against one best
+    over all of them, every program of a large kernel would look alike (near 0)."""
+    return labels_by_task(costs, costs < FAILED_COST, np.zeros(len(costs)) if tasks is None else np.asarray(tasks))
 
 
 def informative_columns(x: np.ndarray) -> np.ndarray:
