@@ -58,6 +58,8 @@ def main() -> None:
     p.add_argument("--network", default="resnet18", choices=tuple(NETWORKS))
     p.add_argument("--checkpoint", help="ours: PaCM model file (default: the analytic draft score alone)")
     p.add_argument("--draft", help="ours: learned draft model file")
+    p.add_argument("--search-device", help="ours: device constants the analytic draft ranks the search with "
+                                           "(default: the checkpoint's)")
     p.add_argument("--trials", type=int, default=200, help="all tasks together (ResNet-18 has 19)")
     p.add_argument("--trials-per-batch", type=int, default=8)
     p.add_argument("--population", type=int, default=128)
@@ -71,12 +73,14 @@ def main() -> None:
     network = torch_network(program, args.network)
     base = TuneSettings(trials=args.trials, trials_per_batch=args.trials_per_batch, population_size=args.population,
                         seed=args.seed, num_cores=args.cores, checkpoint=args.checkpoint, draft=args.draft,
+                        search_device=args.search_device,
                         measure=MeasureSettings(build_workers=args.cores))
     reports, compiled = {}, {}
     with tempfile.TemporaryDirectory() as tmp:
         root = args.work_dir or Path(tmp)
         for cost_model in ("pruner", "xgb"):
-            s = base if cost_model == "pruner" else replace(base, cost_model="xgb", checkpoint=None, draft=None)
+            s = base if cost_model == "pruner" else replace(base, cost_model="xgb", checkpoint=None, draft=None,
+                                                            search_device=None)
             reports[cost_model], compiled[cost_model] = tune_network(network, root / cost_model, s)
             print(f"{cost_model}: {reports[cost_model].to_json()}", flush=True)
     mod = inference_module(network)

@@ -4,6 +4,7 @@ real tuning run through the CLI (llvm, 16 trials)."""
 import io
 import json
 import math
+import warnings
 from contextlib import redirect_stdout
 from pathlib import Path
 
@@ -21,7 +22,9 @@ from pruner_offline.tuning.candidates import CandidateFeatures
 from pruner_offline.tuning.cost_model import PrunerCostModel, load_checkpoint
 from pruner_offline.tuning.online import AdaptUpdate
 from pruner_offline.tuning.ranking import draft_then_verify, verify_count
+from pruner_offline.tuning.run import make_cost_model
 from pruner_offline.tuning.sampling import sample_candidates
+from pruner_offline.tuning.settings import TuneSettings
 from pruner_offline.tuning.workloads import load_module, named_workload
 
 REPO = Path(__file__).resolve().parents[1]
@@ -93,6 +96,31 @@ def test_predict_is_draft_then_verify(space, checkpoints):
     # A second look at the same population costs hash lookups, not featurization.
     np.testing.assert_array_equal(model.predict(context, candidates), scores)
     assert model.features.times.draft_programs == len(candidates)
+
+
+def test_the_search_can_rank_with_the_tuning_machines_constants(space, checkpoints):
+    """--search-device: the draft stage scores with the machine's constants, the verifier still
+    reads the score made with the constants its model was trained with."""
+    context, candidates = space
+    own = PrunerCostModel(target_kind="llvm", verifier=load_checkpoint(checkpoints[0]), device="epyc-7452")
+    here = PrunerCostModel(target_kind="llvm", verifier=load_checkpoint(checkpoints[0]), device="epyc-7452",
+                           search_device="epyc-2vcpu")
+    alone = PrunerCostModel(target_kind="llvm", device="epyc-2vcpu")
+    np.testing.assert_array_equal(here._draft_scores(candidates), alone._draft_scores(candidates))
+    assert not np.array_equal(here._draft_scores(candidates), own._draft_scores(candidates))
+    schs = [c.sch for c in candidates[:4]]
+    assert [f.draft_score for f in here.features.full(schs)] == [f.draft_score for f in own.features.full(schs)]
+    with pytest.raises(ValueError, match="learned draft model"):
+        PrunerCostModel(target_kind="llvm", draft=load_checkpoint(checkpoints[1]), device="epyc-7452",
+                        search_device="epyc-2vcpu")
+    # a checkpoint whose constants count other cores than the run's says so, and what to do
+    with pytest.warns(UserWarning, match=r"epyc-7452 \(32 cores\) for a run on 2: give --search-device"):
+        make_cost_model(TuneSettings(checkpoint=str(checkpoints[0]), num_cores=2, online_epochs=0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model = make_cost_model(TuneSettings(checkpoint=str(checkpoints[0]), num_cores=2, online_epochs=0,
+                                             search_device="epyc-2vcpu"))
+    assert model.search_device.name == "epyc-2vcpu" and model.device.name == "epyc-7452"
 
 
 def test_save_load_round_trip(space, checkpoints, tmp_path):

@@ -65,12 +65,14 @@ class CandidateFeatures:
     program that cannot be featurized (it is then ranked last, never an error for the search)."""
 
     def __init__(self, target_kind: str, device: str | DeviceConstants | None = None, capacity: int = 50_000,
-                 num_threads: int = 1):
+                 num_threads: int = 1, search_device: str | DeviceConstants | None = None):
+        """device: the constants of the draft score in full features (the verifier's input, as it
+        was trained); search_device: those the draft stage ranks the search with (default: device)."""
         self.target_kind = target_kind
         self.device = device
         self.num_threads = num_threads  # for the native part of full features
         self.times = FeatureTimes()
-        self.templates = DraftTemplates(target_kind, device)
+        self.templates = DraftTemplates(target_kind, search_device if search_device is not None else device)
         # identity of a module -> (the module, kept alive so that its identity is not reused; its value)
         self._draft: _LRU[tuple[object, Optional[DraftFeatures]]] = _LRU(capacity)
         self._keys: _LRU[tuple[object, int]] = _LRU(capacity)

@@ -115,13 +115,18 @@ class PrunerCostModel(PyCostModel):
     num_threads: threads for the native part of full features; None takes the tuning run's own
     (its TuneContext's, as MetaSchedule's XGB model does for the same extractor) once one is seen.
     in_task: trees fitted on the run's measured programs after each batch, whose ranks are added to
-    the verifier's once fitted (in_task.py); None: the verifier alone."""
+    the verifier's once fitted (in_task.py); None: the verifier alone.
+    search_device: the device constants the analytic draft score ranks the search with, where they
+    differ from the models' (the machine tuned on, where the checkpoint was trained on records of
+    another: its score counts that machine's cores); the verifier still reads the score made with
+    its own constants. None: the models' constants."""
 
     def __init__(self, *, target_kind: str, verifier: Optional[CostModelModule] = None,
                  draft: Optional[CostModelModule] = None, device: str | DeviceConstants | None = None,
                  verify_fraction: float = 0.2, verify_max: Optional[int] = None,
                  on_update: Optional[OnlineUpdate] = None, calibrate: bool = True,
-                 num_threads: Optional[int] = None, in_task: Optional[InTaskTrees] = None):
+                 num_threads: Optional[int] = None, in_task: Optional[InTaskTrees] = None,
+                 search_device: str | DeviceConstants | None = None):
         super().__init__()
         if not 0 < verify_fraction <= 1:
             raise ValueError(f"verify_fraction must be in (0, 1], got {verify_fraction}")
@@ -132,8 +137,14 @@ class PrunerCostModel(PyCostModel):
         self.on_update = on_update
         self.in_task = in_task
         self.device = device_for(target_kind, device)
+        self.search_device = self.device if search_device is None else device_for(target_kind, search_device)
+        if draft is not None and self.search_device != self.device:
+            raise ValueError(f"a learned draft model reads the draft score made with the constants it was "
+                             f"trained with ({self.device.name}); other constants for the search "
+                             f"({self.search_device.name}) apply to the analytic draft score only")
         self.num_threads = num_threads
-        self.features = CandidateFeatures(target_kind, self.device, num_threads=num_threads or 1)
+        self.features = CandidateFeatures(target_kind, self.device, num_threads=num_threads or 1,
+                                          search_device=self.search_device)
         self.measured = MeasuredPrograms()
         self._unlearned: list[tuple[list, list[RunnerResult], str]] = []  # measured batches, see learn()
         self.calibration = StructureCalibration() if calibrate and self.draft is None else None
@@ -144,14 +155,15 @@ class PrunerCostModel(PyCostModel):
                         target_kind: str = "llvm", device: str | DeviceConstants | None = None,
                         verify_fraction: float = 0.2, verify_max: Optional[int] = None,
                         on_update: Optional[OnlineUpdate] = None, calibrate: bool = True,
-                        num_threads: Optional[int] = None, in_task: Optional[InTaskTrees] = None) -> "PrunerCostModel":
+                        num_threads: Optional[int] = None, in_task: Optional[InTaskTrees] = None,
+                        search_device: str | DeviceConstants | None = None) -> "PrunerCostModel":
         """Load model files written by ``pruner-train pretrain``; the draft score uses the device
         constants the models were trained with (``device`` may only confirm them)."""
         models = {str(p): load_model(p, expect_schema=str(FEATURE_SCHEMA_VERSION)) for p in (checkpoint, draft) if p}
         dev = model_device(target_kind, {p: meta for p, (_, meta) in models.items()}, device)
         return cls(target_kind=target_kind, device=dev, verify_fraction=verify_fraction, verify_max=verify_max,
                    on_update=on_update, calibrate=calibrate, num_threads=num_threads, in_task=in_task,
-                   verifier=models[str(checkpoint)][0] if checkpoint else None,
+                   search_device=search_device, verifier=models[str(checkpoint)][0] if checkpoint else None,
                    draft=models[str(draft)][0] if draft else None)
 
     def use_context(self, context) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import time
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -13,6 +14,7 @@ from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule.logging import get_loggers_from_work_dir
 
 from ..errors import dumps
+from ..features.devices import DEVICES
 from ..targets import tuning_target
 from .build import make_builder, make_runner
 from .settings import COST_MODELS, TuneSettings
@@ -48,11 +50,20 @@ def make_cost_model(s: TuneSettings) -> ms.cost_model.CostModel:
         from .in_task import make_in_task
         from .online import ONLINE_METHODS, AdaptUpdate
 
-        return PrunerCostModel.from_checkpoint(
+        model = PrunerCostModel.from_checkpoint(
             s.checkpoint, s.draft, target_kind=s.target_kind, device=s.device, verify_fraction=s.verify_fraction,
             verify_max=s.verify_max, calibrate=s.calibrate, in_task=make_in_task(s.in_task_trees, s.seed),
+            search_device=s.search_device,
             on_update=(AdaptUpdate(ONLINE_METHODS[s.online_method], epochs=s.online_epochs, seed=s.seed or 0)
                        if s.online_epochs else None))
+        searched = model.search_device
+        if not searched.is_gpu and model.draft is None and searched.num_units != s.num_cores:
+            # the analytic score prefers programs that fill its core count: on fewer cores they wait
+            warnings.warn(f"the draft score ranks this search with the constants of {searched.name} "
+                          f"({searched.num_units} cores) for a run on {s.num_cores}: give --search-device "
+                          f"the constants of this machine, one of "
+                          f"{', '.join(n for n, d in sorted(DEVICES.items()) if not d.is_gpu)}", stacklevel=2)
+        return model
     if s.cost_model == "xgb":
         if importlib.util.find_spec("xgboost") is None:  # XGBModel would only fail at its first update
             raise ValueError("--cost-model xgb needs xgboost: pip install 'pruner-offline[xgb]'")

@@ -80,6 +80,10 @@ class TuneSettings:
     seed: Optional[int] = field(default=None, metadata={"help": "search seed (default: random)", "min": 0})
     device: Optional[str] = field(default=None, metadata={
         "help": "device constants of the draft score (default: those the model was trained with)"})
+    search_device: Optional[str] = field(default=None, metadata={
+        "help": "pruner, analytic draft: device constants the draft score ranks the search with, e.g. "
+                "epyc-2vcpu for a 2-core machine when the checkpoint was trained on records of a 32-core one "
+                "(default: the model's; PaCM keeps reading the score made with its own)"})
     measure: MeasureSettings = field(default_factory=MeasureSettings)
 
     def __post_init__(self) -> None:  # the same bounds for callers from Python as on the command line
