@@ -210,7 +210,7 @@ def main() -> None:
             n_stores = np.array([len(m) for m in mats], dtype=np.int32)
             np.savez_compressed(args.out / "oracle" / "to_measure_programs" / path.with_suffix(".npz").name,
                                 n_stores=n_stores, offsets=np.concatenate([[0], np.cumsum(n_stores * 164)]).astype(np.int64),
-                                features=np.concatenate([m.ravel() for m in mats]) if mats else np.zeros(0, np.float32),
+                                features=np.concatenate([m.ravel() for m in mats]),
                                 labels=np.zeros(len(states), np.float32), cost_mean=np.zeros(len(states)),
                                 error_no=np.zeros(len(states), np.int32))
             index[str(path.relative_to(args.out))] = {"workload": name, "target": str(task.target), "lines": len(states)}

@@ -23,7 +23,7 @@ from pruner_offline.tenset.records import Record, read_records  # noqa: E402
 from pruner_offline.tenset.tasks import Task, load_all_tasks  # noqa: E402
 
 from conftest import BUNDLED, SHARED  # noqa: E402
-from replay_checks import assert_replay_computes_the_compute  # noqa: E402
+from replay_checks import assert_all_replay_and_the_view_agrees, assert_replay_computes_the_compute  # noqa: E402
 
 
 def _dataset() -> Optional[Path]:
@@ -113,13 +113,7 @@ VIEW_FLOOR = 0.95
 def test_every_record_replays_and_the_ansor_view_agrees_with_ansor():
     report = check_replay(DATA)
     for kind, n in (("llvm", 13), ("cuda", 21)):
-        t = report.by_target[kind]
-        assert (t.programs, t.replayed, dict(t.failures)) == (n, n, {}), kind
-        stored = t.group_agreement(report.feature_names)
-        view = t.ansor_view.group_agreement(report.feature_names)
-        for group, agreement in view.items():
-            assert agreement >= VIEW_FLOOR, (kind, group, agreement)
-            assert agreement >= stored[group], (kind, group)
+        assert_all_replay_and_the_view_agrees(report, kind, n, VIEW_FLOOR)
 
 
 @pytest.mark.parametrize("version, task_fields", [("v0.4", 4), ("v0.3", 3)])

@@ -9,8 +9,6 @@ agree with Ansor's features as on the public logs."""
 from __future__ import annotations
 
 import json
-from collections import defaultdict
-
 import pytest
 
 tvm = pytest.importorskip("tvm")
@@ -21,7 +19,7 @@ from pruner_offline.tenset.records import Record, read_records  # noqa: E402
 from pruner_offline.tenset.tasks import load_all_tasks  # noqa: E402
 
 from conftest import REPO  # noqa: E402
-from replay_checks import assert_replay_computes_the_compute  # noqa: E402
+from replay_checks import assert_all_replay_and_the_view_agrees, assert_replay_computes_the_compute  # noqa: E402
 
 DATA = REPO / "datasets" / "ansor-sampled"
 pytestmark = pytest.mark.skipif(not (DATA / "network_info" / "all_tasks.pkl").is_file(),
@@ -68,19 +66,8 @@ VIEW_FLOOR = {"llvm": 0.97, "cuda": 0.93}
 
 def test_every_sampled_program_replays_and_the_ansor_view_agrees_with_ansor():
     report = check_replay(DATA)
-    per_kind = defaultdict(int)
-    for path in _workloads():
-        per_kind["llvm" if path.endswith("llvm).json") else "cuda"] += sum(
-            isinstance(r, Record) for r in read_records(DATA / path))
-    assert dict(per_kind) == {"llvm": 241, "cuda": 222}
-    for kind, n in per_kind.items():
-        t = report.by_target[kind]
-        assert (t.programs, t.replayed, dict(t.failures)) == (n, n, {}), kind
-        stored = t.group_agreement(report.feature_names)
-        view = t.ansor_view.group_agreement(report.feature_names)
-        for group, agreement in view.items():
-            assert agreement >= VIEW_FLOOR[kind], (kind, group, agreement)
-            assert agreement >= stored[group], (kind, group)
+    for kind, n in (("llvm", 241), ("cuda", 222)):
+        assert_all_replay_and_the_view_agrees(report, kind, n, VIEW_FLOOR[kind])
     # Ansor's lowering rejects 91 of the cuda programs (the initial population ignores the GPU's
     # limits); our verify_gpu_code must say the same of each, and accept the others
     verdicts = dict(report.by_target["cuda"].gpu_verdicts)  # (Ansor accepts, we accept) -> programs
