@@ -13,6 +13,11 @@ steps on TIR and every stored feature (per-store, op tag, dataflow, PSA symbols,
 - ``--ansor-python PY``: an interpreter with hhb-tvm (TVM 0.16, Ansor); runs
   bench/ansor_features.py there on the same records: Ansor's C++ per-store features only, the
   reference TenSet's scripts used. hhb-tvm is never a dependency of the package.
+- ``--breakdown``: where our time goes, per record: inside TVM's schedule primitives (the
+  replay), inside MetaSchedule's PerStoreFeature (its ``extract_from``), and the rest (ours, in
+  Python); then PerStoreFeature's own preprocessing passes timed one by one on a sample of the
+  replayed programs (``--breakdown-sample`` per target). Both calls are timed by wrapping them,
+  so these rates run a little slower than without the flag.
 
 Only ratios within one run mean anything on a shared machine.
 """
@@ -28,6 +33,7 @@ import tarfile
 import tempfile
 import time
 from collections import defaultdict
+from contextlib import contextmanager, nullcontext
 from io import BytesIO
 from pathlib import Path
 
@@ -39,8 +45,47 @@ def pin() -> None:
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
 
 
-def measure(dataset: Path) -> dict:
-    """{kind: {"records", "seconds"}} of featurize_unit over every unit of ``dataset``."""
+class NativeTimes:
+    """Seconds inside TVM's schedule primitives and inside PerStoreFeature's extract_from, by
+    wrapping both while ``installed``."""
+
+    def __init__(self) -> None:
+        self.seconds = {"schedule": 0.0, "extract": 0.0}
+
+    def _timed(self, fn, key: str):
+        def call(*args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.seconds[key] += time.perf_counter() - start
+        return call
+
+    @contextmanager
+    def installed(self):
+        import functools
+
+        from tvm.s_tir.meta_schedule.feature_extractor import FeatureExtractor
+
+        from pruner_offline.replay.unchecked import UncheckedSchedule
+
+        getattr_, extract = UncheckedSchedule.__getattr__, FeatureExtractor.extract_from
+
+        def primitive(sch, name):
+            got = getattr_(sch, name)  # a primitive comes back as a partial of the raw function
+            return self._timed(got, "schedule") if isinstance(got, functools.partial) else got
+
+        UncheckedSchedule.__getattr__ = primitive
+        FeatureExtractor.extract_from = self._timed(extract, "extract")
+        try:
+            yield self
+        finally:
+            UncheckedSchedule.__getattr__, FeatureExtractor.extract_from = getattr_, extract
+
+
+def measure(dataset: Path, breakdown: bool = False) -> dict:
+    """{kind: {"records", "seconds"}} of featurize_unit over every unit of ``dataset``; with
+    ``breakdown``, also the seconds inside TVM's schedule primitives and PerStoreFeature."""
     from pruner_offline.build_store import FeaturizeSettings, featurize_unit, plan_units
     from pruner_offline.sources.base import open_source
 
@@ -51,13 +96,79 @@ def measure(dataset: Path) -> dict:
     for unit in (units[0], units[-1]):  # builds the extractors (llvm, cuda); kept out of the rates
         featurize_unit(source, settings, unit)
     out: dict = defaultdict(lambda: {"records": 0, "seconds": 0.0})
-    for unit in units:
-        start = time.perf_counter()
-        got = featurize_unit(source, settings, unit)
-        entry = out[got.target_kind]
-        entry["seconds"] += time.perf_counter() - start
-        entry["records"] += got.records_read
+    native = NativeTimes()
+    with native.installed() if breakdown else nullcontext():
+        for unit in units:
+            before = dict(native.seconds)
+            start = time.perf_counter()
+            got = featurize_unit(source, settings, unit)
+            entry = out[got.target_kind]
+            entry["seconds"] += time.perf_counter() - start
+            entry["records"] += got.records_read
+            if breakdown:
+                for key, total in native.seconds.items():
+                    entry[f"{key}_seconds"] = entry.get(f"{key}_seconds", 0.0) + total - before[key]
     return dict(out)
+
+
+def pass_seconds(dataset: Path, sample: int) -> dict:
+    """{kind: {"programs", pass name: seconds per program}}: PerStoreFeature's preprocessing
+    passes (features/regions.py's list, which leaves out its SimplifyForFeatureExtraction), each
+    timed on the first ``sample`` replayed programs of each target."""
+    import tvm
+    from tvm import s_tir
+
+    from pruner_offline.build_store import FeaturizeSettings, plan_units
+    from pruner_offline.features.regions import per_store_feature_passes
+    from pruner_offline.sources.base import open_source
+
+    pin()
+    source = open_source(dataset)
+    funcs: dict = defaultdict(list)
+    for unit in plan_units(source, FeaturizeSettings(str(dataset), include_unmeasured=True)):
+        got = source.programs(unit)
+        have = funcs[got.target_kind]
+        for prog in got.programs:  # replayed as they are read
+            if len(have) >= sample:
+                break
+            if prog.func is not None:
+                have.append(prog.func)
+    out: dict = {}
+    for kind, programs in funcs.items():
+        passes = per_store_feature_passes()
+        seconds = [0.0] * len(passes)
+        for func in programs:
+            mod = func.mod if isinstance(func, s_tir.Schedule) else tvm.IRModule({"main": func})
+            for i, p in enumerate(passes):
+                start = time.perf_counter()
+                mod = p(mod)
+                seconds[i] += time.perf_counter() - start
+        out[kind] = {"programs": len(programs)}
+        for p, total in zip(passes, seconds):
+            name = p.info.name.split(".")[-1]
+            out[kind][name] = out[kind].get(name, 0.0) + total / len(programs)
+    return out
+
+
+def print_breakdown(ours: dict, passes: dict, ansor: dict | None) -> None:
+    print("\nwhere our time goes, ms per record (share of ours)")
+    print(f"{'target':>6}  {'all':>14}  {'TVM schedule':>14}  {'PerStoreFeature':>16}  {'rest (ours)':>14}"
+          + (f"  {'Ansor, all':>12}  {'PerStoreFeature / Ansor':>24}" if ansor else ""))
+    for kind, e in sorted(ours.items()):
+        ms = {k: 1e3 * e[f"{k}_seconds"] / e["records"] for k in ("schedule", "extract")}
+        total = 1e3 * e["seconds"] / e["records"]
+        rest = total - ms["schedule"] - ms["extract"]
+        cells = [f"{x:>8.2f} ({x / total:>3.0%})" for x in (ms["schedule"], ms["extract"], rest)]
+        line = f"{kind:>6}  {total:>14.2f}  {cells[0]:>14}  {cells[1]:>16}  {cells[2]:>14}"
+        if ansor and kind in ansor:
+            a = 1e3 * ansor[kind]["seconds"] / ansor[kind]["records"]
+            line += f"  {a:>12.2f}  {ms['extract'] / a:>24.2f}"
+        print(line)
+    for kind, e in sorted(passes.items()):
+        timed = {k: v for k, v in e.items() if k != "programs"}
+        total = sum(timed.values())
+        print(f"{kind}: PerStoreFeature's passes on {e['programs']} programs, {1e3 * total:.2f} ms a program: "
+              + ", ".join(f"{k} {1e3 * v:.2f} ({v / total:.0%})" for k, v in sorted(timed.items(), key=lambda kv: -kv[1])))
 
 
 def measure_previous(ref: str, dataset: Path) -> dict:
@@ -92,9 +203,11 @@ def main() -> None:
     ap.add_argument("dataset", nargs="?", type=Path, default=REPO / "datasets" / "tenset-mini")
     ap.add_argument("--previous", metavar="REF", help="also measure the package at this git ref")
     ap.add_argument("--ansor-python", metavar="PY", help="an interpreter with hhb-tvm, for Ansor's rate")
+    ap.add_argument("--breakdown", action="store_true", help="where our time goes (see above)")
+    ap.add_argument("--breakdown-sample", type=int, default=200, help="programs per target whose passes are timed")
     args = ap.parse_args()
     dataset = args.dataset.resolve()
-    runs = {"ours": measure(dataset)}
+    runs = {"ours": measure(dataset, args.breakdown)}
     if args.previous:
         runs[f"ours@{args.previous}"] = measure_previous(args.previous, dataset)
     if args.ansor_python:
@@ -108,6 +221,10 @@ def main() -> None:
         ratios = [f"{rate(runs['ours'][kind]) / rate(runs[n][kind]):>22.2f}" if kind in runs[n] else f"{'-':>22}"
                   for n in names[1:]]
         print(f"{kind:>6}  " + "  ".join(cells) + "".join(f"  {x}" for x in ratios))
+    if args.breakdown:
+        passes = pass_seconds(dataset, args.breakdown_sample)
+        print_breakdown(runs["ours"], passes, runs.get("ansor"))
+        runs["passes"] = passes
     print(json.dumps(runs))
 
 

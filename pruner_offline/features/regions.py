@@ -45,17 +45,20 @@ N_COLUMNS = 18 * BUFFERS_PER_STORE + ARITH_INTENSITY_SAMPLES
 _READ, _WRITE, _READ_WRITE = 0, 1, 2
 _LOOP_READ, _SERIAL_READ_WRITE, _NO_REUSE = 0, 1, 2
 
-def lowered_as_per_store_feature(func: tirx.PrimFunc, simplify: bool = True) -> tirx.PrimFunc:
-    """``func`` after PerStoreFeature's own preprocessing, less its SimplifyForFeatureExtraction
-    (not exposed to Python): its removal of unit loops is left to the caller's walk, its folding
-    of load-free selects changes no access. ``simplify=False`` also leaves out the two Simplify
-    passes, as the TIR walk of the stored features is defined."""
+def per_store_feature_passes(simplify: bool = True) -> list[tvm.transform.Pass]:
+    """PerStoreFeature's own preprocessing, in its order, less its SimplifyForFeatureExtraction
+    (not exposed to Python); ``simplify=False`` also leaves out the two Simplify passes."""
     simplified = [st.StmtSimplify()] if simplify else []
-    passes = tvm.transform.Sequential([
-        st.RemoveWeightLayoutRewriteBlock(True), st.LowerCrossThreadReduction(), st.LowerInitBlock(),
-        st.PlanAndUpdateBufferAllocationLocation(), st.ConvertBlocksToOpaque(), st.CompactBufferAllocation(),
-        *simplified, st.LowerAutoCopy(), st.UnifyThreadBinding(), st.LowerMatchBuffer(), *simplified,
-    ])
+    return [st.RemoveWeightLayoutRewriteBlock(True), st.LowerCrossThreadReduction(), st.LowerInitBlock(),
+            st.PlanAndUpdateBufferAllocationLocation(), st.ConvertBlocksToOpaque(), st.CompactBufferAllocation(),
+            *simplified, st.LowerAutoCopy(), st.UnifyThreadBinding(), st.LowerMatchBuffer(), *simplified]
+
+
+def lowered_as_per_store_feature(func: tirx.PrimFunc, simplify: bool = True) -> tirx.PrimFunc:
+    """``func`` after ``per_store_feature_passes``: SimplifyForFeatureExtraction's removal of unit
+    loops is left to the caller's walk, its folding of load-free selects changes no access.
+    ``simplify=False`` is how the TIR walk of the stored features is defined."""
+    passes = tvm.transform.Sequential(per_store_feature_passes(simplify))
     return passes(tvm.IRModule({"main": func}))["main"]
 
 
