@@ -166,9 +166,19 @@ def test_module_files_load_as_the_workload(tmp_path):
     (tmp_path / "m.json").write_text(tvm.ir.save_json(mod))
     for name in ("m.py", "m.json"):
         tvm.ir.assert_structural_equal(load_module(tmp_path / name), mod)
-    (tmp_path / "bad.json").write_text("[1, 2")
-    with pytest.raises(ValueError):
-        load_module(tmp_path / "bad.json")
+    # each used to reach the user as a bare parser message or, for TVMScript, an "internal error"
+    for name, text, why in (("bad.json", "[1, 2", "not TVM's JSON"), ("obj.json", '{"a": 1}', "not TVM's JSON"),
+                            ("bad.py", "def f(:\n", "not TVMScript")):
+        (tmp_path / name).write_text(text)
+        with pytest.raises(ValueError, match=f"{name}: {why}"):
+            load_module(tmp_path / name)
+
+
+def test_tune_reports_an_unreadable_module_file(tmp_path, capsys):
+    (tmp_path / "bad.py").write_text("def f(:\n")
+    assert main(["tune", "--module", str(tmp_path / "bad.py"), "--trials", "1", "--work-dir", str(tmp_path / "w")]) == 2
+    err = capsys.readouterr().err
+    assert "bad.py: not TVMScript" in err and "internal error" not in err
 
 
 def test_moa_update_adapts_the_verifier_inside_tuning(candidates, checkpoints):

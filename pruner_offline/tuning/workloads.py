@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from functools import partial
 from pathlib import Path
 from typing import Callable
@@ -111,11 +110,13 @@ def load_module(path: str | Path) -> tvm.IRModule:
     """A TIR module from TVMScript (any suffix but .json) or from TVM's JSON serialization."""
     path = Path(path)
     text = path.read_text()
-    if path.suffix == ".json":
-        json.loads(text)  # a clear error for a file that is not JSON at all, before TVM parses it
-        obj = tvm.ir.load_json(text)
-    else:
-        obj = tvm.script.from_source(text)
+    kind = "TVM's JSON" if path.suffix == ".json" else "TVMScript"
+    try:
+        # TVM's parsers raise their own errors, and Python's SyntaxError, for a file they cannot read
+        obj = tvm.ir.load_json(text) if path.suffix == ".json" else tvm.script.from_source(text)
+    except Exception as exc:  # noqa: BLE001 - a user's file: its error, not ours
+        detail = next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+        raise ValueError(f"{path}: not {kind} ({type(exc).__name__}: {detail[:200]})") from None
     if isinstance(obj, tirx.PrimFunc):
         obj = tvm.IRModule({"main": obj.with_attr("global_symbol", "main")})
     if not isinstance(obj, tvm.IRModule) or not any(isinstance(f, tirx.PrimFunc) for f in obj.functions.values()):
