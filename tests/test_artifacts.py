@@ -73,6 +73,13 @@ def test_evaluate_scores_every_record_of_data_the_model_never_saw(mini_store, tm
     assert "160 of the 160 labelled records scored" in out
 
 
+def test_evaluate_says_when_the_model_was_trained_on_another_target(mini_store, tmp_path, capsys):
+    with pytest.warns(UserWarning, match=r"pacm_h200.pt was trained on cuda programs .* holds llvm ones"):
+        assert main(["evaluate", "--checkpoint", str(CHECKPOINTS / "pacm_h200.pt"), "--data", str(mini_store),
+                     "--quiet", "--out", str(tmp_path)]) == 0
+    capsys.readouterr()
+
+
 def test_evaluate_refuses_features_of_other_device_constants(tenset_mini, tmp_path, capsys):
     from pruner_offline.build_store import FeaturizeSettings, run_featurize
 
