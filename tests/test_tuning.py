@@ -172,6 +172,9 @@ def test_module_files_load_as_the_workload(tmp_path):
         (tmp_path / name).write_text(text)
         with pytest.raises(ValueError, match=f"{name}: {why}"):
             load_module(tmp_path / name)
+    (tmp_path / "bin.py").write_bytes(b"\x8f\x00\xff")
+    with pytest.raises(ValueError, match="bin.py: not a text file"):
+        load_module(tmp_path / "bin.py")
 
 
 def test_tune_reports_an_unreadable_module_file(tmp_path, capsys):

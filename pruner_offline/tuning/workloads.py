@@ -109,7 +109,10 @@ def named_workload(name: str) -> tvm.IRModule:
 def load_module(path: str | Path) -> tvm.IRModule:
     """A TIR module from TVMScript (any suffix but .json) or from TVM's JSON serialization."""
     path = Path(path)
-    text = path.read_text()
+    try:
+        text = path.read_text()
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: not a text file ({exc.reason} at byte {exc.start})") from None
     kind = "TVM's JSON" if path.suffix == ".json" else "TVMScript"
     try:
         # TVM's parsers raise their own errors, and Python's SyntaxError, for a file they cannot read
