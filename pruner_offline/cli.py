@@ -284,10 +284,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def _adapt_device(args: argparse.Namespace, model_meta: dict):
     """The model's own constants for the adapted target kind; --gpu/--cpu only where it recorded none."""
-    from .training.export import model_device, recorded_devices
+    from .training.export import model_device, trained_on_other_kinds
 
-    kinds = recorded_devices(model_meta)
-    if kinds and args.target not in kinds:
+    kinds = trained_on_other_kinds(model_meta, [args.target])
+    if kinds:
         print(f"note: {args.checkpoint} was trained on {', '.join(kinds)} programs; "
               f"adapting it to {args.target} (cross-target)", file=sys.stderr)
     option = "--gpu" if args.target == "cuda" else "--cpu"

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..models.metrics import peak_score, ranking_report
 from .data import StoreDataModule
-from .export import check_same_devices, load_model, recorded_devices
+from .export import check_same_devices, load_model, trained_on_other_kinds
 from .module import CostModelModule
 
 
@@ -63,9 +63,10 @@ def evaluate_model_file(model_file: Path, store: Path, split: Optional[str] = No
     store_meta = FeatureStore(store).meta
     module, model_meta = load_model(model_file, expect_schema=str(store_meta.get("feature_schema")))
     check_same_devices(model_file, model_meta, store, store_meta.get("devices", {}))
-    trained, held = set(recorded_devices(model_meta)), set(store_meta.get("target_kinds", ()))
-    if trained and held and not trained & held:  # asked for in research, a slip otherwise: said, not refused
-        warnings.warn(f"{model_file} was trained on {', '.join(sorted(trained))} programs and {store} holds "
+    held = store_meta.get("target_kinds") or ()
+    trained = trained_on_other_kinds(model_meta, held) if held else []
+    if trained:  # asked for in research, a slip otherwise: said, not refused
+        warnings.warn(f"{model_file} was trained on {', '.join(trained)} programs and {store} holds "
                       f"{', '.join(sorted(held))} ones: a cross-target evaluation", stacklevel=2)
     split = split or default_split(model_meta, store, store_meta)
     dm = split_data(store, split, seed, with_steps=module.hparams.get("model") == "tlp")

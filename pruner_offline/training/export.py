@@ -136,6 +136,13 @@ def recorded_devices(meta: dict) -> dict[str, dict]:
     return devices if isinstance(devices, dict) else {}
 
 
+def trained_on_other_kinds(meta: dict, kinds) -> list[str]:
+    """The target kinds the model was trained on, when it recorded some and none of ``kinds``
+    (a cross-target use); [] otherwise."""
+    trained = list(recorded_devices(meta))
+    return trained if trained and not set(trained) & set(kinds) else []
+
+
 def model_device(target_kind: str, model_files: dict[str, dict], device=None, option: str = "--device",
                  other_kinds: bool = False):
     """The draft-score constants for ``target_kind`` programs scored by the models whose metas are
