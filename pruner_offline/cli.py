@@ -206,15 +206,29 @@ def _lightning_progress(quiet: bool) -> bool:
 def _metrics_table(rows: dict[str, dict]) -> str:
     cols = ["peak@1", "peak@5", "topk@1", "topk@5", "pairwise_acc", "records", "tasks", "train_seconds"]
     cols = [c for c in cols if any(c in r for r in rows.values())]
-    lines = ["model    " + "".join(f"{c:>14}" for c in cols)]
+    width = max(9, *(len(n) + 1 for n in rows))
+    lines = [f"{'model':<{width}}" + "".join(f"{c:>14}" for c in cols)]
     for name, r in rows.items():
         cells = "".join(f"{r[c]:>14.4f}" if isinstance(r.get(c), float) else f"{r.get(c, '-'):>14}" for c in cols)
-        lines.append(f"{name:<9}{cells}")
+        lines.append(f"{name:<{width}}{cells}")
     return "\n".join(lines)
+
+
+def _print_with_reference(results: dict[str, dict], reference: dict[str, dict]) -> None:
+    """The models' table with the rows that cost nothing under it, and a note for each model that
+    the analytic draft score beats."""
+    from .training.evaluate import below_the_draft
+
+    print(_metrics_table({**results, **reference}))
+    for name, r in results.items():
+        note = below_the_draft(name, r, reference)
+        if note:
+            print(note)
 
 
 def cmd_pretrain(args: argparse.Namespace) -> int:
     from .training.compare import train_gbdt
+    from .training.evaluate import reference_on_split
     from .training.run import pretrain
 
     store = ensure_store(args.data, args.out / "features", args.jobs, args.quiet,
@@ -236,16 +250,17 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
                           "checkpoint": str(r.model_file)}
     if not results:
         return 0
-    print(_metrics_table(results))
+    reference = reference_on_split(store, args.split or "within_task", args.seed)
+    _print_with_reference(results, reference)
     for model, r in results.items():
         print(f"{model}: {r['checkpoint']}")
     if args.json:
-        print(dumps(results, sort_keys=True))
+        print(dumps({**results, "reference": reference}, sort_keys=True))
     return 0
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from .training.evaluate import evaluate_model_file, plot_evaluation
+    from .training.evaluate import evaluate_model_file, plot_evaluation, reference_metrics
     from .training.export import load_model, recorded_devices
 
     _, meta = load_model(args.checkpoint)
@@ -255,30 +270,33 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     scored = dm.n_labelled
     print(f"split {split}: {ev.records} of the {scored} labelled records scored, {ev.tasks} tasks"
           + ("" if args.split else "  (default: the model's own test split on its training data, else every record)"))
-    print(_metrics_table({name: ev.to_json()}))
+    reference = reference_metrics(dm, ev.rows, args.seed)
+    _print_with_reference({name: ev.to_json()}, reference)
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
     for png in plot_evaluation(ev, dm, out / f"evaluate_{name}", name):
         print(f"plot: {png}")
     if args.json:
-        print(dumps({**ev.to_json(), "split": split}, sort_keys=True))
+        print(dumps({**ev.to_json(), "split": split, "reference": reference}, sort_keys=True))
     return 0
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from .training.compare import compare
+    from .training.evaluate import reference_on_split
 
     store = ensure_store(args.data, args.out / "features", args.jobs, args.quiet)
     split = args.split or "within_task"
     results = compare(store, split, args.out, seed=args.seed, models=args.models,
                       max_epochs=args.max_epochs, feature_schema=_store_schema(store))
     print(f"split {split}, seed {args.seed}, store {store}")
-    print(_metrics_table(results))
+    reference = reference_on_split(store, split, args.seed)
+    _print_with_reference(results, reference)
     for name, r in results.items():
         if "skipped" in r:
             print(f"{name}: skipped, {r['skipped']}")
     if args.json:
-        print(dumps(results, sort_keys=True))
+        print(dumps({**results, "reference": reference}, sort_keys=True))
     return 0
 
 

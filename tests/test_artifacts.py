@@ -63,6 +63,9 @@ def test_evaluate_scores_every_record_of_data_the_model_never_saw(mini_store, tm
                  "--json", "--quiet", "--out", str(tmp_path)]) == 0
     own = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert own["split"] == "within_task" and own["records"] == 103
+    # on real records the analytic draft score ranks better than chance, and the trained model better still
+    ref = own["reference"]
+    assert own["peak@1"] > ref["analytic_draft"]["peak@1"] > ref["random"]["peak@1"]
     # data it never saw (the H200 model's training set is another source): every labelled record
     assert main(["evaluate", "--checkpoint", str(CHECKPOINTS / "draft_h200.pt"), "--data",
                  str(REPO / "datasets" / "h200-ms-mini"), "--cache", str(tmp_path / "cache"), "--json",

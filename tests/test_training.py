@@ -75,16 +75,35 @@ def test_cli_pretrain_evaluate_compare(store, tmp_path, capsys):
     ckpt = res["mlp"]["checkpoint"]
     assert ckpt.endswith("mlp.pt") and res["mlp"]["records"] > 0
     assert main(["evaluate", "--checkpoint", ckpt, "--data", str(store), "--json", "--quiet", "--out", str(out)]) == 0
-    ev = _last_json(capsys)
+    out_text = capsys.readouterr().out
+    ev = json.loads(out_text.strip().splitlines()[-1])
     assert set(ev) >= {"peak@1", "peak@5", "topk@1", "topk@5", "pairwise_acc", "records", "tasks"}
     assert ev["peak@1"] == pytest.approx(res["mlp"]["peak@1"])
+    # beside the model, what ranking the same records costs nothing (the synthetic draft score is
+    # 1/cost, so it ranks perfectly), and pretrain reported the same on its test split
+    ref = ev["reference"]
+    assert ref["analytic_draft"]["records"] == ref["random"]["records"] == ev["records"]
+    assert ref["analytic_draft"]["peak@1"] == pytest.approx(1.0) and 0 < ref["random"]["peak@1"] < 0.9
+    assert res["reference"] == ref
+    table = out_text.splitlines()
+    assert any(line.startswith("analytic_draft ") for line in table) and any(line.startswith("random ") for line in table)
+    assert any(line.startswith("note: mlp ranks") for line in table) == (ev["peak@1"] < ref["analytic_draft"]["peak@1"])
     assert (out / "evaluate_mlp_scatter.png").stat().st_size > 1000
     assert (out / "evaluate_mlp_score_at_k.png").stat().st_size > 1000
     assert main(["compare", "--data", str(store), "--models", "draft", "gbdt", "--out", str(tmp_path / "cmp"),
                  "--max-epochs", "2", "--json", "--quiet"]) == 0
     table = _last_json(capsys)
-    assert set(table) == {"draft", "gbdt"}
-    assert all({"peak@1", "topk@5", "train_seconds"} <= set(v) for v in table.values())
+    assert set(table) == {"draft", "gbdt", "reference"}
+    assert all({"peak@1", "topk@5", "train_seconds"} <= set(table[m]) for m in ("draft", "gbdt"))
+
+
+def test_a_model_the_draft_score_beats_is_named():
+    from pruner_offline.training.evaluate import below_the_draft
+
+    reference = {"analytic_draft": {"peak@1": 0.672}, "random": {"peak@1": 0.49}}
+    note = below_the_draft("pacm", {"peak@1": 0.581}, reference)
+    assert note.startswith("note: pacm ranks these records below the analytic draft score") and "0.581 < 0.672" in note
+    assert below_the_draft("pacm", {"peak@1": 0.672}, reference) == ""
 
 
 def test_gbdt_is_saved_without_pickle_and_scores_as_trained(store, tmp_path, capsys):

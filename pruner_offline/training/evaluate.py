@@ -46,6 +46,35 @@ def evaluate_predictions(pred: np.ndarray, dm: StoreDataModule, rows: np.ndarray
                       int(len(np.unique(rec["task_id"]))), pred, rows)
 
 
+def reference_metrics(dm: StoreDataModule, rows: np.ndarray, seed: int = 0, orders: int = 20) -> dict[str, dict]:
+    """What ranking the same records costs nothing: the analytic draft score, which needs no training,
+    and a random order (the mean of ``orders`` seeded ones). A learned model that does not beat the
+    first on the user's data is not worth its training there (on unseen CPU operators none of ours
+    does: README, Generalization)."""
+    rec = dm.columns(rows)
+    draft = evaluate_predictions(rec["draft_score"].astype(np.float64), dm, rows)
+    rng = np.random.default_rng(seed)
+    random = [evaluate_predictions(rng.random(len(rows)), dm, rows).metrics for _ in range(orders)]
+    return {"analytic_draft": draft.to_json(),
+            "random": {**{k: round(float(np.mean([o[k] for o in random])), 6) for k in random[0]},
+                       "records": draft.records, "tasks": draft.tasks}}
+
+
+def reference_on_split(store: Path, split: str, seed: int = 0) -> dict[str, dict]:
+    """reference_metrics on the test records of ``split`` of ``store``."""
+    dm = split_data(store, split, seed)
+    return reference_metrics(dm, dm.test_rows, seed)
+
+
+def below_the_draft(name: str, metrics: dict, reference: dict[str, dict]) -> str:
+    """A note when model ``name`` ranks the records worse (peak@1) than the analytic draft score; else ''."""
+    mine, draft = metrics.get("peak@1"), reference["analytic_draft"].get("peak@1")
+    if mine is None or draft is None or mine >= draft:
+        return ""
+    return (f"note: {name} ranks these records below the analytic draft score, which needs no training "
+            f"(peak@1 {mine:.3f} < {draft:.3f})")
+
+
 def default_split(model_meta: dict, store: Path, store_meta: dict) -> str:
     """The model's own test split on the data it was trained on (the same source content, or the
     very store file); every record on any other data."""
