@@ -7,6 +7,9 @@ TenSet-MLP, the learned draft model, the analytic draft score and a random order
   (split ``fold:I/K:SEED``: the seed also reshuffles which workloads share a fold, so seeds x folds
   test on seeds x K different workload sets); every labelled record of the unseen workloads scored.
 - cpu: tenset-mini llvm, split ``holdout:NET`` for each of its networks (all tasks of NET unseen).
+- ops: trained on tenset-mini llvm (TenSet's within-task split), scored on every measured program
+  of datasets/ansor-sampled: 11 operators no tenset-mini network has, measured on the same CPU
+  (bench/ansor_measure.py).
 
 Models train through ``pretrain`` (the LightningCLI recipe in training/), once per split x seed.
 A variant is a recipe overlay (``VARIANTS``, dotted LightningCLI keys) over the default recipe:
@@ -34,7 +37,7 @@ import yaml  # noqa: E402
 
 from pruner_offline.build_store import FeaturizeSettings, cached_store  # noqa: E402
 from pruner_offline.store.reader import FeatureStore  # noqa: E402
-from pruner_offline.training.evaluate import evaluate_predictions, split_data  # noqa: E402
+from pruner_offline.training.evaluate import evaluate_model_file, reference_on_split  # noqa: E402
 from pruner_offline.training.run import pretrain, recipe_configs  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -120,6 +123,8 @@ def overlay_file(model: str, name: str, out: Path) -> tuple[list[Path], str]:
 
 
 def splits(dataset: str, store: Path, folds: int, seeds: int) -> list[tuple[str, int]]:
+    if dataset == "ops":
+        return [("within_task", s) for s in range(seeds)]
     if dataset == "h200":
         return [(f"fold:{i}/{folds}:{s}", s) for s in range(seeds) for i in range(folds)]
     nets = sorted(set().union(*(set(n) for n in FeatureStore(store).index().task_networks)))
@@ -148,19 +153,16 @@ class Results:
 
 def untrained_scores(store: Path, split: str, seed: int) -> dict[str, dict]:
     """The analytic draft score and a random order (mean of 20) on the test records of ``split``."""
-    dm = split_data(store, split, seed)
-    rows = dm.test_rows
-    draft = evaluate_predictions(dm.columns(rows)["draft_score"].astype(np.float64), dm, rows).metrics
-    rng = np.random.default_rng(seed)
-    orders = [evaluate_predictions(rng.random(len(rows)), dm, rows).metrics for _ in range(20)]
-    return {"analytic draft": draft, "random": {k: float(np.mean([o[k] for o in orders])) for k in orders[0]}}
+    reference = reference_on_split(store, split, seed)
+    return {"analytic draft": reference["analytic_draft"], "random": reference["random"]}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--h200", type=Path, default=REPO.parent / "shared" / "h200-ms")
     ap.add_argument("--cpu", type=Path, default=REPO.parent / "shared" / "tenset-mini")
-    ap.add_argument("--datasets", nargs="+", default=["h200", "cpu"], choices=["h200", "cpu"])
+    ap.add_argument("--ops", type=Path, default=REPO / "datasets" / "ansor-sampled")
+    ap.add_argument("--datasets", nargs="+", default=["h200", "cpu"], choices=["h200", "cpu", "ops"])
     ap.add_argument("--out", type=Path, default=REPO / "runs" / "bench_generalize")
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--folds", type=int, default=4)
@@ -180,11 +182,14 @@ def main() -> None:
     for dataset in args.datasets:
         settings = FeaturizeSettings(str(args.h200), gpu="h200") if dataset == "h200" else FeaturizeSettings(str(args.cpu))
         store, _ = cached_store(settings, REPO / "runs" / "features", jobs=2)
+        scored = cached_store(FeaturizeSettings(str(args.ops)), REPO / "runs" / "features", jobs=2)[0] \
+            if dataset == "ops" else None
         schema = str(FeatureStore(store).meta.get("feature_schema", ""))
         runs = [("pacm", v) for v in args.variants] + [(b, v) for b in args.baselines for v in args.baseline_variants]
         scores = table.setdefault(dataset, {})
         for split, seed in splits(dataset, store, args.folds, args.seeds):
-            for name, metrics in untrained_scores(store, split, seed).items():
+            for name, metrics in (untrained_scores(scored, "all", seed) if scored else
+                                  untrained_scores(store, split, seed)).items():
                 scores.setdefault(name, []).append(metrics)
             for model, variant in runs:
                 configs, digest = overlay_file(model, variant, args.out)
@@ -194,7 +199,8 @@ def main() -> None:
                     run_dir = args.out / dataset / f"{model}-{digest}" / f"{split.replace(':', '_').replace('/', '-')}-{seed}"
                     r = pretrain(store, model, split, run_dir, max_epochs=args.max_epochs, seed=seed,
                                  extra_configs=configs, progress=False, feature_schema=schema)
-                    row = results.add(key, {**r.evaluation.metrics, "epochs": r.epochs})
+                    metrics = evaluate_model_file(r.model_file, scored, "all")[0].metrics if scored else r.evaluation.metrics
+                    row = results.add(key, {**metrics, "epochs": r.epochs})
                     print(f"[{time.perf_counter() - start:.0f} s] {dataset} {model} {variant} {split} seed {seed}: "
                           f"peak@1 {row['peak@1']:.3f} peak@5 {row['peak@5']:.3f} ({row['epochs']} epochs)", flush=True)
                 label = f"{NAMES[model]} [{variant}]"
@@ -211,8 +217,9 @@ def report(table: dict[str, dict[str, list[dict]]]) -> None:
     same splits and seeds, paired)."""
     for dataset, scores in table.items():
         n = len(next(iter(scores.values())))
-        what = "unseen H200 workloads (leave-workloads-out folds)" if dataset == "h200" else \
-            "unseen CPU networks (holdout:NET, tenset-mini llvm)"
+        what = {"h200": "unseen H200 workloads (leave-workloads-out folds)",
+                "cpu": "unseen CPU networks (holdout:NET, tenset-mini llvm)",
+                "ops": "unseen CPU operators (trained on tenset-mini llvm, scored on ansor-sampled)"}[dataset]
         mlps = {name: np.array([r["peak@1"] for r in rows]) for name, rows in scores.items()
                 if name.startswith(NAMES["mlp"])}
         print(f"\n{what}: mean ± std over {n} runs (splits x seeds)")
