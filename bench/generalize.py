@@ -152,7 +152,7 @@ class Results:
 
 
 def untrained_scores(store: Path, split: str, seed: int) -> dict[str, dict]:
-    """The analytic draft score and a random order (mean of 20) on the test records of ``split``."""
+    """The analytic draft score and a random order (see reference_metrics) on the test records of ``split``."""
     reference = reference_on_split(store, split, seed)
     return {"analytic draft": reference["analytic_draft"], "random": reference["random"]}
 

@@ -228,29 +228,26 @@ def _print_with_reference(results: dict[str, dict], reference: dict[str, dict]) 
 
 def cmd_pretrain(args: argparse.Namespace) -> int:
     from .training.compare import train_gbdt
-    from .training.evaluate import reference_on_split
     from .training.run import pretrain
 
     store = ensure_store(args.data, args.out / "features", args.jobs, args.quiet,
                          {kind: {"name": name} for kind, name in (("llvm", args.cpu), ("cuda", args.gpu)) if name})
     schema = _store_schema(store)
     results: dict[str, dict] = {}
+    reference: dict[str, dict] = {}
+    split = args.split or "within_task"
     for model in args.model:
-        if model == "gbdt":
-            metrics, seconds, model_file = train_gbdt(store, args.split or "within_task", args.seed, args.out)
-            results[model] = {**metrics, "train_seconds": round(seconds, 2), "checkpoint": str(model_file)}
-            continue
-        r = pretrain(store, model, args.split or "within_task", args.out, max_epochs=args.max_epochs,
-                     seed=args.seed, accelerator=args.accelerator, devices=args.devices, strategy=args.strategy,
-                     num_nodes=args.num_nodes,
-                     extra_configs=args.config, progress=_lightning_progress(args.quiet), feature_schema=schema)
+        r = train_gbdt(store, split, args.seed, args.out) if model == "gbdt" else pretrain(
+            store, model, split, args.out, max_epochs=args.max_epochs, seed=args.seed,
+            accelerator=args.accelerator, devices=args.devices, strategy=args.strategy, num_nodes=args.num_nodes,
+            extra_configs=args.config, progress=_lightning_progress(args.quiet), feature_schema=schema)
         if r is None:  # another rank of a multi-process run: rank 0 reports
             continue
         results[model] = {**r.evaluation.to_json(), "train_seconds": round(r.train_seconds, 2),
                           "checkpoint": str(r.model_file)}
+        reference = r.reference  # every model is tested on the same records
     if not results:
         return 0
-    reference = reference_on_split(store, args.split or "within_task", args.seed)
     _print_with_reference(results, reference)
     for model, r in results.items():
         print(f"{model}: {r['checkpoint']}")
@@ -283,14 +280,12 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from .training.compare import compare
-    from .training.evaluate import reference_on_split
 
     store = ensure_store(args.data, args.out / "features", args.jobs, args.quiet)
     split = args.split or "within_task"
-    results = compare(store, split, args.out, seed=args.seed, models=args.models,
+    results, reference = compare(store, split, args.out, seed=args.seed, models=args.models,
                       max_epochs=args.max_epochs, feature_schema=_store_schema(store))
     print(f"split {split}, seed {args.seed}, store {store}")
-    reference = reference_on_split(store, split, args.seed)
     _print_with_reference(results, reference)
     for name, r in results.items():
         if "skipped" in r:

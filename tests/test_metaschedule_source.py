@@ -68,5 +68,5 @@ def test_compare_skips_tlp_without_ansor_steps(small_db, tmp_path):
 
     out = tmp_path / "ms.h5"
     run_featurize(FeaturizeSettings(str(small_db), gpu="h200"), out)
-    result = compare(out, "within_task", tmp_path / "cmp", models=["tlp"])
+    result, _ = compare(out, "within_task", tmp_path / "cmp", models=["tlp"])
     assert "no Ansor steps" in result["tlp"]["skipped"]

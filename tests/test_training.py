@@ -109,7 +109,8 @@ def test_a_model_the_draft_score_beats_is_named():
 def test_gbdt_is_saved_without_pickle_and_scores_as_trained(store, tmp_path, capsys):
     from pruner_offline.training.compare import train_gbdt
 
-    metrics, _, model_file = train_gbdt(store, "within_task:0.3", 0, tmp_path)
+    result = train_gbdt(store, "within_task:0.3", 0, tmp_path)
+    metrics, model_file = result.evaluation.to_json(), result.model_file
     raw = torch.load(model_file, weights_only=True)  # plain tensors and values: no pickle needed
     assert raw["format"] == "pruner-offline-gbdt/1" and raw["trees"]["roots"].numel() > 1
     module, meta = load_model(model_file)

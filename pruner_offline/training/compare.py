@@ -11,14 +11,14 @@ import numpy as np
 from ..models.gbdt import TreeEnsemble, fit_gbdt, pooled_features
 from ..models.registry import MODEL_NAMES
 from ..store.reader import FeatureStore
-from .evaluate import evaluate_module, split_data
+from .evaluate import evaluate_module, reference_metrics, split_data
 from .export import export_gbdt
 from .gbdt_module import GBDTModule
-from .run import pretrain, training_meta
+from .run import PretrainResult, pretrain, training_meta
 
 
-def train_gbdt(store: Path, split: str, seed: int, out_dir: Optional[Path] = None) -> tuple[dict, float, Optional[Path]]:
-    """(test metrics, seconds, model file written to ``out_dir/gbdt.pt`` or None)."""
+def train_gbdt(store: Path, split: str, seed: int, out_dir: Optional[Path] = None) -> PretrainResult:
+    """Fit the trees; the model file is written to ``out_dir/gbdt.pt`` when ``out_dir`` is given."""
     dm = split_data(store, split, seed)
     train = dm.read(np.concatenate([dm.train_rows, dm.val_rows]))
     start = time.perf_counter()
@@ -29,22 +29,23 @@ def train_gbdt(store: Path, split: str, seed: int, out_dir: Optional[Path] = Non
     model_file = None
     if out_dir is not None:
         model_file = export_gbdt(module, out_dir / "gbdt.pt", training_meta(store, split, seed, evaluation, dm, seconds))
-    return evaluation.to_json(), seconds, model_file
+    return PretrainResult("gbdt", model_file, evaluation, seconds, 0, reference_metrics(dm, dm.test_rows, seed))
 
 
 def compare(store: Path, split: str, out_dir: Path, seed: int = 0, models: Sequence[str] = MODEL_NAMES,
-            max_epochs: Optional[int] = None, feature_schema: str = "", progress: bool = False) -> dict[str, dict]:
+            max_epochs: Optional[int] = None, feature_schema: str = "",
+            progress: bool = False) -> tuple[dict[str, dict], dict[str, dict]]:
+    """(test metrics and seconds per model, the reference rows on the same test records)."""
     results: dict[str, dict] = {}
+    reference: dict[str, dict] = {}
     has_steps = FeatureStore(store).has_step_vectors()
     for name in models:
         if name == "tlp" and not has_steps:
             results[name] = {"skipped": "no Ansor steps in this store (MetaSchedule traces): TLP has nothing to read"}
             continue
-        if name == "gbdt":
-            metrics, seconds, _ = train_gbdt(store, split, seed, out_dir)
-        else:
-            r = pretrain(store, name, split, out_dir, max_epochs=max_epochs, seed=seed,
-                         feature_schema=feature_schema, progress=progress)
-            metrics, seconds = r.evaluation.to_json(), r.train_seconds
-        results[name] = {**metrics, "train_seconds": round(seconds, 2)}
-    return results
+        r = (train_gbdt(store, split, seed, out_dir) if name == "gbdt" else
+             pretrain(store, name, split, out_dir, max_epochs=max_epochs, seed=seed,
+                      feature_schema=feature_schema, progress=progress))
+        results[name] = {**r.evaluation.to_json(), "train_seconds": round(r.train_seconds, 2)}
+        reference = r.reference
+    return results, reference

@@ -70,7 +70,7 @@ def reference_on_split(store: Path, split: str, seed: int = 0) -> dict[str, dict
 
 def below_the_draft(name: str, metrics: dict, reference: dict[str, dict]) -> str:
     """A note when model ``name`` ranks the records worse (peak@1) than the analytic draft score; else ''."""
-    mine, draft = metrics.get("peak@1"), reference["analytic_draft"].get("peak@1")
+    mine, draft = metrics.get("peak@1"), reference.get("analytic_draft", {}).get("peak@1")
     if mine is None or draft is None or mine >= draft:
         return ""
     return (f"note: {name} ranks these records below the analytic draft score, which needs no training "

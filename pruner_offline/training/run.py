@@ -19,7 +19,7 @@ from ..bundled import recipe
 from ..errors import dumps
 from ..store.reader import FeatureStore
 from .data import StoreDataModule
-from .evaluate import Evaluation, evaluate_module
+from .evaluate import Evaluation, evaluate_module, reference_metrics
 from .export import ModelFileError, export_model
 from .lightning_cli import CostModelCLI
 from .module import CostModelModule
@@ -34,6 +34,8 @@ class PretrainResult:
     evaluation: Evaluation  # on the split's test records
     train_seconds: float
     epochs: int
+    # the analytic draft and a random order on the same test records: what ranking them costs nothing
+    reference: dict[str, dict]
 
 
 def training_meta(store: Path, split: str, seed: int, evaluation: Evaluation, dm: StoreDataModule,
@@ -102,4 +104,5 @@ def pretrain(store: Path, model: str, split: str, out_dir: Path, *, max_epochs: 
     meta = {**training_meta(store, split, seed, evaluation, dm, seconds), "epochs": int(cli.trainer.current_epoch)}
     model_file = export_model(module, out_dir / f"{model}.pt", meta)
     (out_dir / f"{model}.json").write_text(dumps(meta, indent=1, sort_keys=True))
-    return PretrainResult(model, model_file, evaluation, seconds, int(cli.trainer.current_epoch))
+    return PretrainResult(model, model_file, evaluation, seconds, int(cli.trainer.current_epoch),
+                          reference_metrics(dm, dm.test_rows, seed))
