@@ -314,11 +314,11 @@ def _follow(args: argparse.Namespace, module, device, cfg, method: str) -> int:
     from .sources.tenset import TenSetLog
 
     if args.save is None:
-        raise SystemExit("pruner-train adapt --follow needs --save MODEL.pt (the adapted model, replaced as it goes)")
+        raise BadInput("adapt --follow needs --save MODEL.pt (the adapted model, replaced as it goes)")
     if args.records.is_dir():
         live = MetaScheduleLog(args.records)
     elif args.tasks is None:
-        raise SystemExit("pruner-train adapt --follow on an Ansor record file needs --tasks DATASET (its task pickles)")
+        raise BadInput("adapt --follow on an Ansor record file needs --tasks DATASET (its task pickles)")
     else:
         live = TenSetLog(args.records, args.tasks)
     st = follow(module, live, args.target, device, method, cfg, args.save, save_every=args.save_every,
@@ -346,7 +346,7 @@ def cmd_adapt(args: argparse.Namespace) -> int:
     device = _adapt_device(args, meta)
     if args.follow:
         if len(methods) != 1:
-            raise SystemExit("pruner-train adapt --follow adapts with one --method, not all")
+            raise BadInput("adapt --follow adapts with one --method, not all")
         return _follow(args, module, device, cfg, methods[0])
     wanted = {args.target: device_to_json(device)}
     stores = [ensure_store(p, args.cache, args.jobs, args.quiet, wanted)
@@ -359,8 +359,8 @@ def cmd_adapt(args: argparse.Namespace) -> int:
             raise BadInput(f"{store}: holds no records to adapt with ({st.failure_note() or 'none'})")
         kinds = {k.rpartition("|")[2] for k in data.task_keys}
         if kinds - {args.target}:
-            raise SystemExit(f"pruner-train: {store} holds {', '.join(sorted(kinds))} records, but --target is "
-                             f"{args.target}: adapt to the device the records were measured on")
+            raise BadInput(f"{store} holds {', '.join(sorted(kinds))} records, but --target is "
+                           f"{args.target}: adapt to the device the records were measured on")
         check_same_devices(f"{args.checkpoint} (adapting with {device.name})", {"devices": wanted}, store,
                            st.meta.get("devices", {}))
     online = FeatureStore(stores[0]).load()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import tempfile
 import time
 import traceback
@@ -22,6 +23,26 @@ class BadInput(ValueError):
     def __str__(self) -> str:
         # Subclasses may also inherit KeyError, whose str() would quote the message.
         return str(self.args[0]) if self.args else ""
+
+
+def why_not_loaded(exc: BaseException) -> str:
+    """The reason ``torch.load(weights_only=True)`` refused a file, in one line. torch's own message
+    advises loading again with ``weights_only=False`` or allowing the object it met, which would run
+    whatever code an untrusted file holds; that advice is left out and the unpickler's finding kept."""
+    text = str(exc)
+    needs = re.search(r"GLOBAL ([\w.]+)", text)
+    if needs:
+        return (f"the safe unpickler refused it: it would import and call {needs.group(1)}, which a model "
+                "or state file of ours never needs")
+    if "weights_only" in text:
+        advice = ("weights_only", "torch.load", "documentation", "Please file an issue", "WeightsUnpickler error:")
+        finding = next((ln.strip() for ln in text.splitlines()
+                        if ln.strip() and not any(a in ln for a in advice)), "")
+        finding = finding or (text.partition("WeightsUnpickler error:")[2].strip().splitlines() or [""])[0]
+        return (f"the safe unpickler refused it: {finding[:200] or 'not a pickle it can read'}; a damaged "
+                "file or not one of ours")
+    first = text.splitlines()[0][:200] if text.strip() else ""
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
 
 
 def crash_log(exc: BaseException) -> Path:

@@ -274,6 +274,10 @@ def test_truncated_and_malicious_model_files_are_refused_without_running_code(st
     for bad in (evil, bi.truncated(trained[0], tmp_path / "cut.pt")):
         code, _, error = cli(capsys, "evaluate", "--data", store, "--checkpoint", bad, "--quiet")
         assert code == 2 and f"{bad}: not a loadable model file" in error
+        # torch's own message advises loading with weights_only=False or allowing the global: that
+        # is running the file's code, and the user is not told to
+        assert "weights_only" not in error and "safe_globals" not in error, error
+        assert bad != evil or "would import and call posix.system" in error, error
     assert not victim.exists()
 
 

@@ -182,6 +182,9 @@ def test_tune_reports_an_unreadable_module_file(tmp_path, capsys):
     assert main(["tune", "--module", str(tmp_path / "bad.py"), "--trials", "1", "--work-dir", str(tmp_path / "w")]) == 2
     err = capsys.readouterr().err
     assert "bad.py: not TVMScript" in err and "internal error" not in err
+    assert main(["tune", "--workload", "nope", "--trials", "1", "--work-dir", str(tmp_path / "w")]) == 2
+    # a KeyError's str() would quote the whole message
+    assert capsys.readouterr().err.startswith("pruner-train tune: unknown workload 'nope'; built in: matmul,")
 
 
 def test_moa_update_adapts_the_verifier_inside_tuning(candidates, checkpoints):

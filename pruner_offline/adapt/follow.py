@@ -17,7 +17,7 @@ from typing import Callable, Optional, Union
 
 import torch
 
-from ..errors import BadInput
+from ..errors import BadInput, why_not_loaded
 from ..features.devices import DeviceConstants, device_to_json
 from ..sources.base import LiveProgram, LiveSource
 from ..tenset.records import BadLine
@@ -77,7 +77,7 @@ def follow(pretrained: CostModelModule, live: LiveSource, target: str, device: D
             method.load_state(saved["states"])
             resume_lines, st.rounds, st.skipped = int(saved["lines"]), int(saved["rounds"]), int(saved["skipped"])
         except Exception as exc:  # noqa: BLE001 - unpickling and state errors come in many types
-            raise BadInput(f"{state_path}: cannot resume from it ({type(exc).__name__}: {exc}); "
+            raise BadInput(f"{state_path}: cannot resume from it ({why_not_loaded(exc)}); "
                            "remove it to start over") from None
         say(f"resuming after line {resume_lines} ({st.rounds} rounds)")
     online = OnlineRecords()

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Optional, Union
 import torch
 
 from ..atomic import atomic_write
-from ..errors import BadInput
+from ..errors import BadInput, why_not_loaded
 from .module import CostModelModule, TrainingDiverged
 
 if TYPE_CHECKING:
@@ -105,7 +105,7 @@ def load_model(path: Union[str, Path], expect_schema: Optional[str] = None
     try:
         obj = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - unpickling errors come in many types
-        raise ModelFileError(f"{path}: not a loadable model file ({type(exc).__name__}: {exc})") from None
+        raise ModelFileError(f"{path}: not a loadable model file ({why_not_loaded(exc)})") from None
     if not isinstance(obj, dict) or obj.get("format") not in (MODEL_FORMAT, GBDT_FORMAT):
         raise ModelFileError(f"{path}: not a pruner-offline model file (format {obj.get('format') if isinstance(obj, dict) else None!r})")
     trees = obj["format"] == GBDT_FORMAT

@@ -16,7 +16,7 @@ from typing import Optional, Sequence
 import torch
 
 from ..bundled import recipe
-from ..errors import dumps
+from ..errors import dumps, why_not_loaded
 from ..store.reader import FeatureStore
 from .data import StoreDataModule
 from .evaluate import Evaluation, evaluate_module, reference_metrics
@@ -60,8 +60,8 @@ def check_resumable(ckpt: Path) -> None:
     try:
         torch.load(ckpt, map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - unpickling errors come in many types
-        reason = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
-        raise ModelFileError(f"{ckpt}: cannot resume from it ({reason}); delete it to train from the start") from None
+        raise ModelFileError(f"{ckpt}: cannot resume from it ({why_not_loaded(exc)}); "
+                             "delete it to train from the start") from None
 
 
 def make_cli(args: list[str]) -> CostModelCLI:

@@ -19,7 +19,7 @@ import torch
 from torch import nn
 from tvm.relax.frontend.torch import from_exported_program
 
-from ..errors import BadInput
+from ..errors import BadInput, why_not_loaded
 from .network_run import Network
 
 
@@ -157,7 +157,7 @@ def load_exported_program(path: str | Path) -> torch.export.ExportedProgram:
                 torch.load(io.BytesIO(archive.read(member)), map_location="cpu", weights_only=True)
             except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError) as exc:
                 raise BadInput(f"{path}: {member} is not plain tensors; refusing to unpickle it "
-                               f"({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") from None
+                               f"({why_not_loaded(exc)})") from None
     try:
         program = torch.export.load(path)
     except Exception as exc:  # torch raises anything from a malformed archive

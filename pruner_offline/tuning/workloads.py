@@ -9,6 +9,8 @@ from typing import Callable
 import tvm
 from tvm import te, tirx
 
+from ..errors import BadInput
+
 
 def _matmul(m: int, n: int, k: int, *, transpose_b: bool = False) -> tirx.PrimFunc:
     a = te.placeholder((m, k), name="A")
@@ -102,7 +104,7 @@ def named_workload(name: str) -> tvm.IRModule:
     try:
         func = (WORKLOADS | OTHER_SHAPES)[name]()
     except KeyError:
-        raise KeyError(f"unknown workload {name!r}; built in: {', '.join(WORKLOADS | OTHER_SHAPES)}") from None
+        raise BadInput(f"unknown workload {name!r}; built in: {', '.join(WORKLOADS | OTHER_SHAPES)}") from None
     return tvm.IRModule({"main": func.with_attr("global_symbol", "main")})
 
 
