@@ -17,7 +17,8 @@ A variant is a recipe overlay (``VARIANTS``, dotted LightningCLI keys) over the 
 a digest of the merged training configuration, split and seed, so a second run only trains what is
 new, and a variant the shipped recipe has become is not trained again (``--fresh`` retrains all;
 the key does not see code changes). Prints peak@1 / peak@5, mean ± std over folds x seeds, and each
-model's paired peak@1 lead over each TenSet-MLP row.
+model's paired peak@1 lead over each TenSet-MLP row. ``--scales A B ...`` also scores every trained
+PaCM with its learned correction at each scale (rows ``PaCM [variant] xA``: the same weights).
 """
 
 from __future__ import annotations
@@ -37,7 +38,9 @@ import yaml  # noqa: E402
 
 from pruner_offline.build_store import FeaturizeSettings, cached_store  # noqa: E402
 from pruner_offline.store.reader import FeatureStore  # noqa: E402
-from pruner_offline.training.evaluate import evaluate_model_file, reference_on_split  # noqa: E402
+from pruner_offline.training.evaluate import (evaluate_model_file, evaluate_module, reference_on_split,  # noqa: E402
+                                              split_data)
+from pruner_offline.training.export import load_model  # noqa: E402
 from pruner_offline.training.run import pretrain, recipe_configs  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -79,6 +82,7 @@ VARIANTS: dict[str, dict[str, object]] = {
     "taskval_loss": {"model.loss": "lambdarank_task", "data.val_by_task": True, "model.draft_prior": True, **_LOSS},
     "taskval2_loss": {"model.loss": "lambdarank_task", "data.val_by_task": True, "model.draft_prior": True,
                       "data.val_fraction": 0.2, **_LOSS},
+    "correction1": {"model.correction_scale": 1.0},  # the recipe until PaCM scored with a quarter of it
     "recipe_wd4": {"model.weight_decay": 1e-4},
     "recipe_wd3": {"model.weight_decay": 1e-3},
 }
@@ -151,6 +155,13 @@ class Results:
         return row
 
 
+def rescored(model_file: Path, store: Path, split: str, seed: int, scale: float) -> dict:
+    """The test metrics of the PaCM in ``model_file`` scoring with its correction at ``scale``."""
+    module, _ = load_model(model_file)
+    module.correction_scale.fill_(scale)
+    return evaluate_module(module, split_data(store, split, seed)).metrics
+
+
 def untrained_scores(store: Path, split: str, seed: int) -> dict[str, dict]:
     """The analytic draft score and a random order (see reference_metrics) on the test records of ``split``."""
     reference = reference_on_split(store, split, seed)
@@ -171,6 +182,8 @@ def main() -> None:
     ap.add_argument("--baselines", nargs="*", default=["mlp", "draft"], choices=["mlp", "draft"])
     ap.add_argument("--baseline-variants", nargs="+", default=["recipe"], choices=list(VARIANTS),
                     help="recipes the baselines train with")
+    ap.add_argument("--scales", nargs="*", type=float, default=[],
+                    help="also score each trained PaCM at these correction scales (the same weights, post hoc)")
     ap.add_argument("--max-epochs", type=int, default=None)
     ap.add_argument("--fresh", action="store_true", help="retrain everything instead of reusing OUT/results.jsonl")
     args = ap.parse_args()
@@ -195,8 +208,8 @@ def main() -> None:
                 configs, digest = overlay_file(model, variant, args.out)
                 key = f"{dataset}|{model}|{digest}|{split}|{seed}|{args.max_epochs}"
                 row = results.get(key)
+                run_dir = args.out / dataset / f"{model}-{digest}" / f"{split.replace(':', '_').replace('/', '-')}-{seed}"
                 if row is None:
-                    run_dir = args.out / dataset / f"{model}-{digest}" / f"{split.replace(':', '_').replace('/', '-')}-{seed}"
                     r = pretrain(store, model, split, run_dir, max_epochs=args.max_epochs, seed=seed,
                                  extra_configs=configs, progress=False, feature_schema=schema)
                     metrics = evaluate_model_file(r.model_file, scored, "all")[0].metrics if scored else r.evaluation.metrics
@@ -205,6 +218,11 @@ def main() -> None:
                           f"peak@1 {row['peak@1']:.3f} peak@5 {row['peak@5']:.3f} ({row['epochs']} epochs)", flush=True)
                 label = f"{NAMES[model]} [{variant}]"
                 scores.setdefault(label, []).append(row)
+                for scale in args.scales if model == "pacm" else ():
+                    at = results.get(f"{key}|scale {scale}") or results.add(
+                        f"{key}|scale {scale}", rescored(run_dir / f"{model}.pt", scored or store,
+                                                         "all" if scored else split, seed, scale))
+                    scores.setdefault(f"{label} x{scale:g}", []).append(at)
     report(table)
     (args.out / "summary.json").write_text(json.dumps(
         {d: {m: {k: [r[k] for r in rows] for k in ("peak@1", "peak@5")} for m, rows in t.items()}

@@ -161,6 +161,10 @@ MODEL_DAMAGE: dict[str, tuple[Callable[[dict], dict], str]] = {
         _first_float(o["state_dict"]), torch.zeros(3, 3))), "state_dict"),
     "NaN weights": (_edit_model(lambda o: o["state_dict"][_first_float(o["state_dict"])].fill_(float("nan"))),
                     "not finite"),
+    "correction scale out of range": (_edit_model(lambda o: o["state_dict"].__setitem__(
+        "correction_scale", torch.tensor(7.0))), "correction_scale is 7.0"),
+    "correction scale hyper-parameter out of range": (
+        _edit_model(lambda o: o["hparams"].__setitem__("correction_scale", -1.0)), "correction_scale must be in"),
 }
 
 

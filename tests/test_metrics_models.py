@@ -121,3 +121,30 @@ def test_draft_prior_adds_the_analytic_score(name):
         last.bias.zero_()
     b = _batch()
     assert torch.allclose(prior(b), 16.0 * b.draft_score)
+
+
+def test_pacm_scores_with_its_correction_scaled_and_trains_it_whole():
+    from pruner_offline.training.module import CostModelModule
+
+    torch.manual_seed(0)
+    module = CostModelModule("pacm", draft_prior=True, correction_scale=0.25).eval()
+    b = _batch()
+    with torch.no_grad():
+        fitted, scored = module.fitted(b), module(b)
+        prior = module.net.prior.weight * module.normalized(b).draft_score
+    assert not torch.allclose(fitted, prior)  # an untrained correction is not zero
+    assert torch.allclose(scored, prior + 0.25 * (fitted - prior), atol=1e-5)
+    # the loss sees the correction whole: a training step moves the same weights whatever the scale
+    whole = CostModelModule("pacm", draft_prior=True, correction_scale=1.0)
+    whole.load_state_dict(module.state_dict())
+    for m in (module, whole):
+        m.train()
+        m.training_step(b, 0).backward()
+    grads = [[p.grad for p in m.parameters()] for m in (module, whole)]
+    assert all(torch.equal(g, h) for g, h in zip(*grads))
+    # measured for PaCM with the prior only: other models, and files from before it, score at 1
+    assert CostModelModule("mlp", correction_scale=0.25).hparams.correction_scale == 1.0
+    assert CostModelModule("draft", draft_prior=True, correction_scale=0.25).hparams.correction_scale == 1.0
+    assert CostModelModule("pacm", draft_prior=True).hparams.correction_scale == 1.0
+    with pytest.raises(ValueError, match="correction_scale must be in"):
+        CostModelModule("pacm", draft_prior=True, correction_scale=2.0)

@@ -18,7 +18,7 @@ class AdaptConfig:
     lr: float = field(default=7e-4, metadata={"help": "learning rate of the retrains", "above": 0.0})
     batch_size: int = field(default=512, metadata={"help": "online records per gradient step", "min": 2})
     seed: int = field(default=0, metadata={"help": "seed of the retrains' shuffling and initialisation", "min": 0})
-    evidence: float = field(default=2.0, metadata={
+    evidence: float = field(default=3.0, metadata={
         "help": "guarded: how many standard errors above 0 some candidate's mean gain over the pretrained model, "
                 "on records it had not seen, must be before guarded first leaves the pretrained model; the same "
                 "margin above chance for the pretrained model's own ranking of the online records, without which "

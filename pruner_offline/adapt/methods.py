@@ -65,11 +65,14 @@ def train_online(module: CostModelModule, online: OnlineRecords, cfg: AdaptConfi
             if len(rows_b) < 2:  # BatchNorm needs two programs
                 continue
             b = gather_batch(data, rows_b)
-            loss = module.loss_fn(module(b), b.y, b.task)
+            loss = module.loss_fn(module.fitted(b), b.y, b.task)
             opt.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(module.parameters(), 0.5)
             opt.step()
+    # the pretrained correction is shrunk because it was fitted to other workloads
+    # (training.module); fitted to this device's own records, it is trusted whole
+    module.correction_scale.fill_(1.0)
     module.eval()
 
 
@@ -160,9 +163,9 @@ CANDIDATES = ("pretrained", *(f"mix {w:g}" for w in MIXES), "finetune")
 
 def mixed(a: CostModelModule, b: CostModelModule, w: float,
           out: Optional[CostModelModule] = None) -> CostModelModule:
-    """(1−w)·a + w·b, parameters and floating buffers (BatchNorm statistics) alike; written into
-    ``out`` (a module of the same shape, whose own weights are replaced) when given, which saves
-    copying the module at every retrain."""
+    """(1−w)·a + w·b, parameters and floating buffers (BatchNorm statistics, the scale each scores
+    its correction at) alike; written into ``out`` (a module of the same shape, whose own weights
+    are replaced) when given, which saves copying the module at every retrain."""
     out = copy.deepcopy(a) if out is None else out
     sb = b.state_dict()
     out.load_state_dict({k: torch.lerp(v, sb[k], w) if v.is_floating_point() else v

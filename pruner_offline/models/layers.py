@@ -61,8 +61,8 @@ class DraftPrior(nn.Module):
         super().__init__()
         self.weight = nn.Parameter(torch.tensor(16.0))
 
-    def forward(self, out: torch.Tensor, draft_score: torch.Tensor) -> torch.Tensor:
-        return out + self.weight * draft_score
+    def forward(self, out: torch.Tensor, draft_score: torch.Tensor, correction_scale: float = 1.0) -> torch.Tensor:
+        return correction_scale * out + self.weight * draft_score
 
 
 class RankHead(nn.Module):

@@ -5,7 +5,8 @@ With ``use_dataflow=False`` it is the TenSet-MLP baseline: the statement branch 
 ``draft_prior``: the (log-scaled) analytic draft score enters the head and is added to its output
 with a learned weight, so the model starts from a prior that needs no training data and learns a
 correction. The analytic score ranks programs of workloads no training set held; the learned
-branches alone fit the workloads they saw.
+branches alone fit the workloads they saw. ``correction_scale`` weighs the correction against the
+prior when scoring (training fits it at scale 1; ``training.module`` says which scale predicts).
 """
 
 from __future__ import annotations
@@ -34,12 +35,12 @@ class PaCM(nn.Module):
             self.prior = DraftPrior()
         self.head = RankHead(head_in, hidden)
 
-    def forward(self, b: Batch) -> torch.Tensor:
+    def forward(self, b: Batch, correction_scale: float = 1.0) -> torch.Tensor:
         x = segment_sum(self.statement(b.statements), b.segment, b.size)
         if self.use_dataflow:
             pad = (b.dataflow == 0).all(dim=-1)
             x = torch.cat([x, self.flow_attn(self.flow(b.dataflow), pad)], dim=-1)
         if self.draft_prior:
             d = b.draft_score
-            return self.prior(self.head(torch.cat([x, d.unsqueeze(-1)], dim=-1)), d)
+            return self.prior(self.head(torch.cat([x, d.unsqueeze(-1)], dim=-1)), d, correction_scale)
         return self.head(x)

@@ -120,12 +120,15 @@ def load_model(path: Union[str, Path], expect_schema: Optional[str] = None
         return _gbdt(path, obj).eval(), meta
     try:
         module = CostModelModule(**hparams)
-        module.load_state_dict(state)
+        # files from before the buffer: the scale their hyper-parameters say (1: the correction whole)
+        module.load_state_dict({"correction_scale": module.correction_scale, **state})
     except (ValueError, RuntimeError, TypeError) as exc:
         raise ModelFileError(f"{path}: state_dict does not fit the model its hparams describe "
                              f"({' '.join(str(exc).split())[:300]})") from None
     if _non_finite(module.state_dict()):
         raise ModelFileError(f"{path}: state_dict: holds weights that are not finite (NaN or infinite)")
+    if not 0.0 <= float(module.correction_scale) <= 1.0:
+        raise ModelFileError(f"{path}: state_dict: correction_scale is {float(module.correction_scale)}, expected 0..1")
     module.eval()
     return module, meta
 
