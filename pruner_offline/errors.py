@@ -35,10 +35,9 @@ def why_not_loaded(exc: BaseException) -> str:
         return (f"the safe unpickler refused it: it would import and call {needs.group(1)}, which a model "
                 "or state file of ours never needs")
     if "weights_only" in text:
-        advice = ("weights_only", "torch.load", "documentation", "Please file an issue", "WeightsUnpickler error:")
-        finding = next((ln.strip() for ln in text.splitlines()
-                        if ln.strip() and not any(a in ln for a in advice)), "")
-        finding = finding or (text.partition("WeightsUnpickler error:")[2].strip().splitlines() or [""])[0]
+        after = text.partition("WeightsUnpickler error:")[2] or text
+        advice = ("weights_only", "torch.load", "documentation", "Please file an issue")
+        finding = next((ln.strip() for ln in after.splitlines() if ln.strip() and not any(a in ln for a in advice)), "")
         return (f"the safe unpickler refused it: {finding[:200] or 'not a pickle it can read'}; a damaged "
                 "file or not one of ours")
     first = text.splitlines()[0][:200] if text.strip() else ""

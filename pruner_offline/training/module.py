@@ -29,8 +29,8 @@ class CostModelModule(L.LightningModule):
     fits the correction at scale 1 (``fitted``). Fitted to the training workloads, the correction is
     too sure of itself on others: ¼ ranked unseen CPU networks, unseen CPU operators and unseen H200
     workloads better than 1 (README, Generalization). Online training on a device's own records
-    sets the scale to 1. Files without it score at 1, as they always did. Hyper-parameters are plain values so that the checkpoint loads with
-    ``torch.load(weights_only=True)``."""
+    sets the scale to 1. Files without it score at 1, as they always did. Hyper-parameters are
+    plain values so that the checkpoint loads with ``torch.load(weights_only=True)``."""
 
     def __init__(self, model: str = "pacm", loss: str = "lambdarank", lr: float = 7e-4,
                  weight_decay: float = 1e-6, stmt_dim: int = 174, symbol_dim: int = 11, flow_dim: int = 23,
