@@ -294,6 +294,17 @@ def test_an_unloadable_last_ckpt_is_refused_before_training(store, trained, tmp_
     assert not victim.exists() and not (tmp_path / "draft.pt").exists()
 
 
+@pytest.mark.parametrize("recipe, said", [("model:\n  correction_scale: 2.0\n", "model.correction_scale must be in [0, 1]"),
+                                          ("model:\n  lr: -1\n", "model.lr must be above 0"),
+                                          ("model:\n  loss: hinge\n", "model.loss: unknown loss 'hinge'")])
+def test_a_recipe_value_out_of_range_is_the_users_to_fix_not_a_crash(recipe, said, store, tmp_path, capsys):
+    config = tmp_path / "bad.yaml"
+    config.write_text(recipe)
+    code, _, error = cli(capsys, "pretrain", "--data", store, "--model", "pacm", "--out", tmp_path / "run",
+                         "--config", config, "--quiet")
+    assert code == 2 and said in error and "internal error" not in error, error
+
+
 def test_training_that_diverges_writes_no_model(store, tmp_path, capsys):
     config = tmp_path / "explode.yaml"
     config.write_text("model:\n  lr: 1.0e+30\n")

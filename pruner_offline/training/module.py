@@ -37,12 +37,15 @@ class CostModelModule(L.LightningModule):
                  step_dim: int = STEP_DIM, feature_schema: str = "", draft_prior: bool = False,
                  correction_scale: float = 1.0):
         super().__init__()
+        # a recipe's values (YAML, --config): the user's to fix, so BadInput, not a crash report
         if loss not in LOSSES:
-            raise ValueError(f"unknown loss {loss!r}; choose from {', '.join(LOSSES)}")
+            raise BadInput(f"model.loss: unknown loss {loss!r}; choose from {', '.join(LOSSES)}")
+        if not lr > 0 or not weight_decay >= 0:
+            raise BadInput(f"model.lr must be above 0 and model.weight_decay at least 0, not {lr} and {weight_decay}")
         # the recipe sets it for every model; a model file says what its model really reads
         draft_prior = draft_prior and model in ("pacm", "draft")
         if not 0.0 <= correction_scale <= 1.0:
-            raise ValueError(f"correction_scale must be in [0, 1], not {correction_scale}")
+            raise BadInput(f"model.correction_scale must be in [0, 1], not {correction_scale}")
         # measured for PaCM only; the learned draft model keeps its correction whole
         correction_scale = float(correction_scale) if model == "pacm" and draft_prior else 1.0
         self.save_hyperparameters()
