@@ -137,6 +137,8 @@ def test_pacm_scores_with_its_correction_scaled_and_trains_it_whole():
     # the loss sees the correction whole: a training step moves the same weights whatever the scale
     whole = CostModelModule("pacm", draft_prior=True, correction_scale=1.0)
     whole.load_state_dict(module.state_dict())
+    whole.correction_scale.fill_(1.0)  # the state dict carried the 0.25 over
+    assert float(module.correction_scale) == 0.25
     for m in (module, whole):
         m.train()
         m.training_step(b, 0).backward()
