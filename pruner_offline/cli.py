@@ -234,7 +234,7 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
                          {kind: {"name": name} for kind, name in (("llvm", args.cpu), ("cuda", args.gpu)) if name})
     schema = _store_schema(store)
     results: dict[str, dict] = {}
-    reference: dict[str, dict] = {}
+    last = None
     split = args.split or "within_task"
     for model in args.model:
         r = train_gbdt(store, split, args.seed, args.out) if model == "gbdt" else pretrain(
@@ -245,9 +245,10 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
             continue
         results[model] = {**r.evaluation.to_json(), "train_seconds": round(r.train_seconds, 2),
                           "checkpoint": str(r.model_file)}
-        reference = r.reference  # every model is tested on the same records
-    if not results:
+        last = r
+    if last is None:
         return 0
+    reference = last.reference  # every model is tested on the same records
     _print_with_reference(results, reference)
     for model, r in results.items():
         print(f"{model}: {r['checkpoint']}")

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from pruner_offline.cli import main
+from pruner_offline.training.evaluate import reference_metrics
 from pruner_offline.training.export import ModelFileError, load_model
 from pruner_offline.training.run import pretrain
 
@@ -67,7 +68,7 @@ def _last_json(capsys):
     return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
 
 
-def test_cli_pretrain_evaluate_compare(store, tmp_path, capsys):
+def test_cli_pretrain_evaluate_compare(store, tmp_path, capsys, monkeypatch):
     out = tmp_path / "run"
     assert main(["pretrain", "--data", str(store), "--model", "mlp", "--out", str(out), "--max-epochs", "2",
                  "--quiet", "--json"]) == 0
@@ -90,10 +91,22 @@ def test_cli_pretrain_evaluate_compare(store, tmp_path, capsys):
     assert any(line.startswith("note: mlp ranks") for line in table) == (ev["peak@1"] < ref["analytic_draft"]["peak@1"])
     assert (out / "evaluate_mlp_scatter.png").stat().st_size > 1000
     assert (out / "evaluate_mlp_score_at_k.png").stat().st_size > 1000
+    import pruner_offline.training.compare as compare_mod
+    import pruner_offline.training.run as run_mod
+    made = []
+
+    def counted(*args, **kwargs):
+        made.append(1)
+        return reference_metrics(*args, **kwargs)
+
+    monkeypatch.setattr(run_mod, "reference_metrics", counted)
+    monkeypatch.setattr(compare_mod, "reference_metrics", counted)
     assert main(["compare", "--data", str(store), "--models", "draft", "gbdt", "--out", str(tmp_path / "cmp"),
                  "--max-epochs", "2", "--json", "--quiet"]) == 0
     table = _last_json(capsys)
     assert set(table) == {"draft", "gbdt", "reference"}
+    # two models tested on one split: the reference rows are made once, and are evaluate's
+    assert len(made) == 1 and table["reference"] == ref
     assert all({"peak@1", "topk@5", "train_seconds"} <= set(table[m]) for m in ("draft", "gbdt"))
 
 

@@ -9,9 +9,10 @@ from it.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import torch
 
@@ -34,8 +35,14 @@ class PretrainResult:
     evaluation: Evaluation  # on the split's test records
     train_seconds: float
     epochs: int
-    # the analytic draft and a random order on the same test records: what ranking them costs nothing
-    reference: dict[str, dict]
+    reference_of: Callable[[], dict[str, dict]] = field(repr=False)
+
+    @cached_property
+    def reference(self) -> dict[str, dict]:
+        """The analytic draft and a random order on the same test records: what ranking them costs
+        nothing. Made when first read: a run of several models reports it once (every model is
+        tested on the same records), and on a large split it costs seconds (reference_metrics)."""
+        return self.reference_of()
 
 
 def training_meta(store: Path, split: str, seed: int, evaluation: Evaluation, dm: StoreDataModule,
@@ -105,4 +112,4 @@ def pretrain(store: Path, model: str, split: str, out_dir: Path, *, max_epochs: 
     model_file = export_model(module, out_dir / f"{model}.pt", meta)
     (out_dir / f"{model}.json").write_text(dumps(meta, indent=1, sort_keys=True))
     return PretrainResult(model, model_file, evaluation, seconds, int(cli.trainer.current_epoch),
-                          reference_metrics(dm, dm.test_rows, seed))
+                          lambda: reference_metrics(dm, dm.test_rows, seed))
