@@ -240,7 +240,8 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
         r = train_gbdt(store, split, args.seed, args.out) if model == "gbdt" else pretrain(
             store, model, split, args.out, max_epochs=args.max_epochs, seed=args.seed,
             accelerator=args.accelerator, devices=args.devices, strategy=args.strategy, num_nodes=args.num_nodes,
-            extra_configs=args.config, progress=_lightning_progress(args.quiet), feature_schema=schema)
+            extra_configs=args.config, progress=_lightning_progress(args.quiet), quiet=args.quiet,
+            feature_schema=schema)
         if r is None:  # another rank of a multi-process run: rank 0 reports
             continue
         results[model] = {**r.evaluation.to_json(), "train_seconds": round(r.train_seconds, 2),
@@ -285,7 +286,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     store = ensure_store(args.data, args.out / "features", args.jobs, args.quiet)
     split = args.split or "within_task"
     results, reference = compare(store, split, args.out, seed=args.seed, models=args.models,
-                      max_epochs=args.max_epochs, feature_schema=_store_schema(store))
+                                  max_epochs=args.max_epochs, feature_schema=_store_schema(store), quiet=args.quiet)
     print(f"split {split}, seed {args.seed}, store {store}")
     _print_with_reference(results, reference)
     for name, r in results.items():

@@ -305,6 +305,23 @@ def test_a_recipe_value_out_of_range_is_the_users_to_fix_not_a_crash(recipe, sai
     assert code == 2 and said in error and "internal error" not in error, error
 
 
+@pytest.mark.parametrize("text, said", [('{"model":\n  lr: 1}\n', "bad.yaml:2: not a YAML recipe (column 5: "),
+                                        ("- model\n", "bad.yaml: a recipe is a YAML mapping of sections"),
+                                        (None, "bad.yaml: cannot read the recipe (No such file"),
+                                        ("model:\n  nosuchkey: 3\n", "recipe: Group 'model' does not accept option 'nosuchkey'"),
+                                        ("trainer:\n  max_epochs: many\n", 'recipe: Parser key "trainer.max_epochs"')])
+def test_a_recipe_file_it_cannot_use_is_named_in_one_line(text, said, store, tmp_path, capsys):
+    """LightningCLI answers each of these with ~60 lines of usage text and exit 2 (a SystemExit
+    here), a YAML error naming no file."""
+    config = tmp_path / "bad.yaml"
+    if text is not None:
+        config.write_text(text)
+    code, _, error = cli(capsys, "pretrain", "--data", store, "--model", "draft", "--out", tmp_path / "run",
+                         "--config", config, "--quiet")
+    assert code == 2 and said in error, error
+    assert not (tmp_path / "run" / "draft.pt").exists()
+
+
 def test_training_that_diverges_writes_no_model(store, tmp_path, capsys):
     config = tmp_path / "explode.yaml"
     config.write_text("model:\n  lr: 1.0e+30\n")
@@ -419,5 +436,5 @@ def test_printed_json_is_strict():
     assert dumps({"a": math.nan, "b": [math.inf, 1.5], "c": "x"}) == '{"a": null, "b": [null, 1.5], "c": "x"}'
     from pruner_offline.tuning.run import TuneReport
 
-    report = TuneReport("matmul", "llvm", "random", 0, math.inf, [], [], [], 0.0, 0.0, 0.0, {}, None, "w")
+    report = TuneReport("matmul", "llvm", "random", 0, math.inf, [], [], [], 0.0, 0.0, [], 0.0, {}, None, "w")
     assert json.loads(report.to_json(), parse_constant=refuse)["best_latency_s"] is None

@@ -207,10 +207,12 @@ def test_two_processes_train_as_well_as_one(bundled_store, tmp_path):
         assert proc.returncode == 0, proc.stderr[-3000:]
         lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
         assert len(lines) == 1, proc.stdout  # one report, from rank 0
-        return json.loads(lines[0])["pacm"]
+        return json.loads(lines[0])["pacm"], proc.stderr
 
-    one = pretrain_cli(tmp_path / "one", "--devices", "1")
-    two = pretrain_cli(tmp_path / "two", "--devices", "2", "--strategy", "ddp")
+    one, said = pretrain_cli(tmp_path / "one", "--devices", "1")
+    # --quiet: the result and nothing of Lightning's (its start-up report, model summary, hints)
+    assert not any(s in said for s in ("Seed set", "GPU available", "LightningCLI", "Params", "Warning")), said
+    two, _ = pretrain_cli(tmp_path / "two", "--devices", "2", "--strategy", "ddp")
     metas = [load_model(tmp_path / run / "pacm.pt")[1] for run in ("one", "two")]
     assert metas[0]["train_records"] == metas[1]["train_records"] > 0  # the same split, shared out
     # one seed of 8 epochs on 900 training records: the two differ by training noise only

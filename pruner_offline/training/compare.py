@@ -34,7 +34,7 @@ def train_gbdt(store: Path, split: str, seed: int, out_dir: Optional[Path] = Non
 
 def compare(store: Path, split: str, out_dir: Path, seed: int = 0, models: Sequence[str] = MODEL_NAMES,
             max_epochs: Optional[int] = None, feature_schema: str = "",
-            progress: bool = False) -> tuple[dict[str, dict], dict[str, dict]]:
+            progress: bool = False, quiet: bool = False) -> tuple[dict[str, dict], dict[str, dict]]:
     """(test metrics and seconds per model, the reference rows on the same test records)."""
     results: dict[str, dict] = {}
     last: Optional[PretrainResult] = None
@@ -45,7 +45,7 @@ def compare(store: Path, split: str, out_dir: Path, seed: int = 0, models: Seque
             continue
         r = (train_gbdt(store, split, seed, out_dir) if name == "gbdt" else
              pretrain(store, name, split, out_dir, max_epochs=max_epochs, seed=seed,
-                      feature_schema=feature_schema, progress=progress))
+                      feature_schema=feature_schema, progress=progress, quiet=quiet))
         results[name] = {**r.evaluation.to_json(), "train_seconds": round(r.train_seconds, 2)}
         last = r
     return results, (last.reference if last is not None else {})

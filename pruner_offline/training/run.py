@@ -8,16 +8,22 @@ from it.
 
 from __future__ import annotations
 
+import argparse
+import logging
 import time
+import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 import torch
+import yaml
+from lightning.fabric.utilities.warnings import PossibleUserWarning
 
 from ..bundled import recipe
-from ..errors import dumps, why_not_loaded
+from ..errors import BadInput, dumps, why_not_loaded
 from ..store.reader import FeatureStore
 from .data import StoreDataModule
 from .evaluate import Evaluation, evaluate_module, reference_metrics
@@ -71,43 +77,105 @@ def check_resumable(ckpt: Path) -> None:
                              "delete it to train from the start") from None
 
 
+def check_recipes(paths: Sequence[Path]) -> None:
+    """Refuse a recipe file that is missing or not a YAML mapping, naming it: LightningCLI's own
+    message for a YAML error says neither which of the layered files it is in nor anything but
+    its usage text, ~60 lines."""
+    for path in paths:
+        try:
+            loaded = yaml.safe_load(Path(path).read_text())
+        except OSError as exc:
+            raise BadInput(f"{path}: cannot read the recipe ({exc.strerror or exc})") from None
+        except yaml.YAMLError as exc:
+            mark, problem = getattr(exc, "problem_mark", None), getattr(exc, "problem", None) or str(exc)
+            where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+            column = f"column {mark.column + 1}: " if mark is not None else ""
+            raise BadInput(f"{where}: not a YAML recipe ({column}{' '.join(problem.split())})") from None
+        if loaded is not None and not isinstance(loaded, dict):
+            raise BadInput(f"{path}: a recipe is a YAML mapping of sections (model:, data:, trainer:), "
+                           f"not a {type(loaded).__name__}")
+
+
 def make_cli(args: list[str]) -> CostModelCLI:
-    return CostModelCLI(CostModelModule, StoreDataModule, run=False, args=args,
-                        save_config_kwargs={"overwrite": True}, auto_configure_optimizers=False)
+    """The LightningCLI of a run. A recipe value the parser refuses (an unknown key, a wrong
+    type) is the user's to fix, said in one line instead of the parser's usage text."""
+    try:
+        return CostModelCLI(CostModelModule, StoreDataModule, run=False, args=args,
+                            save_config_kwargs={"overwrite": True}, auto_configure_optimizers=False,
+                            parser_kwargs={"exit_on_error": False})
+    except argparse.ArgumentError as exc:
+        raise BadInput(f"recipe: {' '.join(str(exc).split())} (the keys: python -m "
+                       "pruner_offline.training.lightning_cli fit --help)") from None
+
+
+# Lightning's messages that say nothing to a user of pretrain: the args one warns of LightningCLI
+# given a command line of its own while the process has another (pretrain's, which it was made
+# from); a deprecation inside Lightning's own code; and the caution about an iterable dataset's
+# length with several workers, which ChunkStream deals each its own share of.
+_NOT_FOR_USERS = ("LightningCLI's args parameter", r"`isinstance\(treespec, LeafSpec\)` is deprecated",
+                  "Your `IterableDataset` has `__len__` defined")
+
+
+@contextmanager
+def _lightning_voice(quiet: bool):
+    """Lightning's warnings that are not for our users left out; with ``quiet``, its start-up
+    report (seed, accelerators, tips) and its hints on the Trainer's settings (PossibleUserWarning:
+    a store of few batches is smaller than the logging interval, a data loader could use more
+    workers) too: what a quiet run prints is its result."""
+    loggers = [logging.getLogger(n) for n in ("lightning.pytorch", "lightning.fabric")]
+    levels = [lg.level for lg in loggers]
+    with warnings.catch_warnings():
+        for message in _NOT_FOR_USERS:
+            warnings.filterwarnings("ignore", message=message)
+        if quiet:
+            warnings.filterwarnings("ignore", category=PossibleUserWarning)
+            for lg in loggers:
+                lg.setLevel(logging.WARNING)
+        try:
+            yield
+        finally:
+            for lg, level in zip(loggers, levels):
+                lg.setLevel(level)
 
 
 def pretrain(store: Path, model: str, split: str, out_dir: Path, *, max_epochs: Optional[int] = None,
              seed: int = 0, accelerator: Optional[str] = None, devices: Optional[str] = None,
              strategy: Optional[str] = None, num_nodes: Optional[int] = None, batch_size: Optional[int] = None, extra_configs: Sequence[Path] = (),
-             progress: bool = True, feature_schema: str = "") -> Optional[PretrainResult]:
+             progress: bool = True, quiet: bool = False, feature_schema: str = "") -> Optional[PretrainResult]:
     """Train ``model`` on ``store`` and write ``out_dir/<model>.pt``. In a multi-process run
     (``strategy="ddp"``) every rank trains and only rank 0 evaluates and writes the model file;
-    the other ranks return None."""
+    the other ranks return None. ``quiet``: no model summary nor Lightning's start-up report.
+    """
+    configs = recipe_configs(model, extra_configs)
+    check_recipes(configs)
     run_dir = out_dir / model
-    args = [a for c in recipe_configs(model, extra_configs) for a in ("--config", str(c))]
+    args = [a for c in configs for a in ("--config", str(c))]
     args += ["--model.model", model, "--model.feature_schema", feature_schema,
              "--data.store", str(store), "--data.split", split, "--seed_everything", str(seed),
              "--trainer.logger.init_args.save_dir", str(run_dir),
              "--trainer.enable_progress_bar", str(progress).lower()]
+    if quiet:
+        args += ["--trainer.enable_model_summary", "false"]
     for flag, value in (("max_epochs", max_epochs), ("accelerator", accelerator), ("devices", devices),
                         ("strategy", strategy), ("num_nodes", num_nodes)):
         if value is not None:
             args += [f"--trainer.{flag}", str(value)]
     if batch_size is not None:
         args += ["--data.batch_size", str(batch_size)]
-    cli = make_cli(args)
     last = run_dir / "run" / "checkpoints" / "last.ckpt"
     if last.is_file():
         check_resumable(last)
-    start = time.perf_counter()
-    cli.trainer.fit(cli.model, datamodule=cli.datamodule, ckpt_path=str(last) if last.is_file() else None)
-    seconds = time.perf_counter() - start
-    if not cli.trainer.is_global_zero:
-        return None
-    best = cli.trainer.checkpoint_callback.best_model_path if cli.trainer.checkpoint_callback else ""
-    module = CostModelModule.load_from_checkpoint(best, weights_only=True) if best else cli.model
-    dm = cli.datamodule
-    evaluation = evaluate_module(module, dm)
+    with _lightning_voice(quiet):
+        cli = make_cli(args)
+        start = time.perf_counter()
+        cli.trainer.fit(cli.model, datamodule=cli.datamodule, ckpt_path=str(last) if last.is_file() else None)
+        seconds = time.perf_counter() - start
+        if not cli.trainer.is_global_zero:
+            return None
+        best = cli.trainer.checkpoint_callback.best_model_path if cli.trainer.checkpoint_callback else ""
+        module = CostModelModule.load_from_checkpoint(best, weights_only=True) if best else cli.model
+        dm = cli.datamodule
+        evaluation = evaluate_module(module, dm)
     meta = {**training_meta(store, split, seed, evaluation, dm, seconds), "epochs": int(cli.trainer.current_epoch)}
     model_file = export_model(module, out_dir / f"{model}.pt", meta)
     (out_dir / f"{model}.json").write_text(dumps(meta, indent=1, sort_keys=True))
