@@ -145,6 +145,11 @@ def test_tiny_tuning_run(checkpoints, tmp_path):
     assert report["cost_model"] == "pruner" and report["trials"] == 32
     assert report["best_latency_per_batch"] and all(math.isfinite(x) and x > 0 for x in report["best_latency_per_batch"])
     assert 0 < report["cost_model_seconds"] < report["search_seconds"] and report["cost_model_cpu_seconds"] > 0
+    # the cost so far after each batch: one per batch, growing, the last at most the run's (the
+    # update of the last batch comes before it; a save after the run may add to the total)
+    per_batch = report["cost_model_seconds_per_batch"]
+    assert len(per_batch) == len(report["best_latency_per_batch"]) and per_batch == sorted(per_batch)
+    assert 0 < per_batch[0] < per_batch[-1] <= report["cost_model_seconds"]
     # the first batch retrained PaCM before the second was verified; the last, with nothing left to
     # verify, did not
     assert report["cost_model_breakdown"]["model_online_s"] > 0

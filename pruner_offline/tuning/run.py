@@ -34,6 +34,7 @@ class TuneReport:
     trials_per_batch: list[int]  # cumulative trials after each batch
     search_seconds: float
     cost_model_seconds: float  # inside predict + update, and the draft/verify calls of our search strategy
+    cost_model_seconds_per_batch: list[float]  # the same, so far, after each measured batch
     cost_model_cpu_seconds: float  # the same in this process's CPU time, which other jobs inflate less
     cost_model_breakdown: dict[str, float]
     seed: Optional[int]
@@ -128,7 +129,7 @@ def tune(mod: tvm.IRModule, workload: str, work_dir: str | Path, s: TuneSettings
     context = make_context(mod, target, num_threads=s.num_cores, seed=s.seed, logger=logger,
                            population_size=s.population_size, strategy=make_strategy(s, model.inner))
     start = time.perf_counter()
-    curve = LatencyCurve(start)
+    curve = LatencyCurve(start, cost=lambda: cost_seconds(model))
     ms.tune.tune_tasks(
         tasks=[context], task_weights=[1.0], work_dir=str(work_dir), max_trials_global=s.trials,
         num_trials_per_iter=s.trials_per_batch, builder=make_builder(s.measure), runner=make_runner(s.measure),
@@ -140,6 +141,6 @@ def tune(mod: tvm.IRModule, workload: str, work_dir: str | Path, s: TuneSettings
         best_latency_s=curve.best_s[-1] if curve.best_s else None,  # JSON has no Infinity
         best_latency_per_batch=curve.best_s, batch_end_seconds=[round(t, 3) for t in curve.elapsed_s],
         trials_per_batch=curve.trials, search_seconds=round(time.perf_counter() - start, 3),
-        cost_model_seconds=cost_seconds(model), cost_model_cpu_seconds=cost_seconds(model, cpu=True),
+        cost_model_seconds=cost_seconds(model), cost_model_seconds_per_batch=curve.cost_s, cost_model_cpu_seconds=cost_seconds(model, cpu=True),
         cost_model_breakdown=cost_breakdown(model),
         seed=s.seed, work_dir=str(work_dir))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Callable, Optional
 
 import numpy as np
 from tvm.ir.utils import derived_object
@@ -53,20 +54,26 @@ def measured_seconds(result: RunnerResult) -> float:
 
 @derived_object
 class LatencyCurve(PyMeasureCallback):
-    """Best latency so far and wall time after every measured batch."""
+    """Best latency so far, wall time and, given ``cost`` (the seconds inside the cost model so
+    far), those seconds after every measured batch. Run after MetaSchedule's own callbacks, it
+    sees each batch's update() done."""
 
-    def __init__(self, start: float):
+    def __init__(self, start: float, cost: Optional[Callable[[], float]] = None):
         super().__init__()
         self.start = start
+        self.cost = cost
         self.best_s: list[float] = []
         self.elapsed_s: list[float] = []
         self.trials: list[int] = []
+        self.cost_s: list[float] = []
 
     def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results) -> None:
         best = min([self.best_s[-1] if self.best_s else float("inf")] + [measured_seconds(r) for r in runner_results])
         self.best_s.append(best)
         self.elapsed_s.append(time.perf_counter() - self.start)
         self.trials.append((self.trials[-1] if self.trials else 0) + len(runner_results))
+        if self.cost is not None:
+            self.cost_s.append(self.cost())
 
 
 @derived_object
