@@ -288,3 +288,14 @@ def test_a_network_runs_programs_are_labelled_within_their_own_task(space, check
     assert len(set(data["task_id"])) == 2
     for t in set(data["task_id"]):
         assert data["label"][data["task_id"] == t].max() == 1.0  # each task's best is labelled 1
+
+
+def test_a_run_defaults_to_the_cores_this_process_may_use(monkeypatch):
+    """A tuning run compiles for --cores threads; a fixed default of 2 left most of a bigger machine idle."""
+    import os
+
+    from pruner_offline.tuning.settings import TuneSettings
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(12)), raising=False)
+    assert TuneSettings().num_cores == 12
+    assert TuneSettings(num_cores=3).num_cores == 3

@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Optional
 
 COST_MODELS = ("pruner", "xgb", "mlp", "gbdt", "random")
 SEARCHES = ("draft-then-verify", "evolutionary")
+
+
+def available_cores() -> int:
+    """The cores this process may run on (its affinity mask, which containers and batch systems
+    narrow), as MetaSchedule counts them for a target's num-cores."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 @dataclass(frozen=True)
@@ -76,7 +85,8 @@ class TuneSettings:
     trials_per_batch: int = field(default=16, metadata={"help": "candidates measured per batch", "min": 1})
     population_size: int = field(default=512, metadata={"flag": "--population", "min": 2,
                                                          "help": "evolutionary search population"})
-    num_cores: int = field(default=2, metadata={"flag": "--cores", "min": 1, "help": "target num-cores and build workers"})
+    num_cores: int = field(default_factory=available_cores, metadata={
+        "flag": "--cores", "min": 1, "help": "target num-cores and build workers (default: the cores this process may use)"})
     seed: Optional[int] = field(default=None, metadata={"help": "search seed (default: random)", "min": 0})
     device: Optional[str] = field(default=None, metadata={
         "help": "device constants of the draft score (default: those the model was trained with)"})
