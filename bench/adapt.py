@@ -54,7 +54,8 @@ def run_fold(module, new_store: Path, methods, seed: int, evidence: float) -> di
     heldout = OnlineRecords(programs_of_store(d, np.flatnonzero(held))).data()
     order = tuning_order(d)
     stream = programs_of_store(d, order[~held[order]])
-    return simulate(module, methods, stream, heldout, AdaptConfig(seed=seed, evidence=evidence), eval_every=50)
+    return simulate(module, methods, stream, heldout, AdaptConfig(seed=seed, evidence=evidence),
+                    eval_every=50).curves
 
 
 def summarize(runs: list[dict], methods) -> dict:

@@ -350,6 +350,9 @@ def cmd_adapt(args: argparse.Namespace) -> int:
         if len(methods) != 1:
             raise BadInput("adapt --follow adapts with one --method, not all")
         return _follow(args, module, device, cfg, methods[0])
+    if args.save is not None and len(methods) != 1:
+        raise BadInput(f"--save names one model file, and --method all adapts {len(methods)}: leave --save out "
+                       f"to write each to {args.out}/adapted_METHOD.pt")
     wanted = {args.target: device_to_json(device)}
     stores = [ensure_store(p, args.cache, args.jobs, args.quiet, wanted)
               for p in [args.records] + ([args.eval] if args.eval else [])]
@@ -374,9 +377,13 @@ def cmd_adapt(args: argparse.Namespace) -> int:
         order = order[~held[order]]
     stream = programs_of_store(online, order)
     with Progress("adapting", "rec", len(stream), args.quiet) as bar:
-        curves = simulate(module, methods, stream, heldout, cfg, eval_every=args.eval_every,
-                          on_round=lambda n: bar.update(n - bar.done))
-    if heldout is not None:
+        sim = simulate(module, methods, stream, heldout, cfg, eval_every=args.eval_every,
+                       on_round=lambda n: bar.update(n - bar.done))
+    curves = sim.curves
+    if heldout is None:
+        print("note: nothing held out, so no scores: --eval-fraction 0.25 (or --eval HELDOUT) scores each "
+              "method on records it never trains on as adaptation goes", file=sys.stderr)
+    else:
         print(f"{'records':>8}  " + "  ".join(f"{m:>17}" for m in curves))
         for i, pt in enumerate(next(iter(curves.values()))):
             cells = "  ".join(f"{c[i]['peak@1']:>8.3f}/{c[i]['peak@5']:<8.3f}" for c in curves.values())
@@ -386,10 +393,33 @@ def cmd_adapt(args: argparse.Namespace) -> int:
         png = args.out / "adapt_curves.png"
         plot_curves(curves, png, f"adapting {args.checkpoint.name} on {args.records.name}")
         print(f"plot: {png}")
+    models = _write_adapted(args, sim.methods, device, len(stream))
     if args.json:
-        print(dumps({m: [{k: p[k] for k in ("online_records", "peak@1", "peak@5")} for p in pts]
-                          for m, pts in curves.items()}))
+        print(dumps({"curves": {m: [{k: p[k] for k in ("online_records", "peak@1", "peak@5")} for p in pts]
+                                for m, pts in curves.items()}, "models": models}))
     return 0
+
+
+def _write_adapted(args: argparse.Namespace, methods: list, device, n_online: int) -> dict[str, str]:
+    """Each method's adapted model, as a model file (--save, or OUT/adapted_METHOD.pt); {method: path}."""
+    from .features.devices import device_to_json
+    from .training.export import export_model
+
+    written: dict[str, str] = {}
+    for m in methods:
+        if m.name == "frozen":  # the pretrained model itself: a copy of it would only mislead
+            print(f"frozen: the pretrained model, unchanged: {args.checkpoint}")
+            continue
+        path = args.save or args.out / f"adapted_{m.name}.pt"
+        chosen = getattr(m, "chosen", None)
+        export_model(m.predictor, path, {"adapted_from": str(args.records), "pretrained": str(args.checkpoint),
+                                         "method": m.name, "online_records": n_online, "retrains": m.retrains,
+                                         **({"predicting": chosen} if chosen else {}),
+                                         "devices": {args.target: device_to_json(device)}})
+        print(f"{m.name}: adapted on {n_online} records, {m.retrains} retrains"
+              + (f", predicting with the {chosen} model" if chosen else "") + f" -> {path}")
+        written[m.name] = str(path)
+    return written
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
@@ -527,11 +557,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cpu", help="CPU constants for llvm records, where the model recorded none")
     p.add_argument("--jobs", type=bounded(int, min=1), default=2)
     p.add_argument("--cache", type=Path, default=Path("runs/features"))
-    p.add_argument("--out", type=Path, default=Path("runs/adapt"), help="where the curves PNG goes")
+    p.add_argument("--out", type=Path, default=Path("runs/adapt"), help="where the adapted models and the curves PNG go")
     p.add_argument("--follow", action="store_true", help="follow --records while a tuning run appends to it")
     p.add_argument("--tasks", type=Path, help="with --follow on an Ansor record file: the TenSet dataset whose "
                    "network_info has the tasks")
-    p.add_argument("--save", type=Path, help="with --follow: the adapted model file, replaced atomically")
+    p.add_argument("--save", type=Path, help="the adapted model file of one --method (default: OUT/adapted_METHOD.pt); "
+                   "with --follow, replaced atomically as it goes")
     p.add_argument("--save-every", type=bounded(int, min=1), default=1, help="with --follow: rounds between saves")
     p.add_argument("--idle-timeout", type=bounded(float, above=0), default=30.0, help="with --follow: stop after this long idle")
     p.add_argument("--max-records", type=bounded(int, min=1), help="with --follow: stop after this many online records")

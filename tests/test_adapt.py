@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 import torch
 
-from pruner_offline.adapt.methods import MIXES, AdaptConfig, make_method
+from pruner_offline.adapt.methods import CANDIDATES, MIXES, AdaptConfig, make_method
 from pruner_offline.adapt.online import OnlineRecords, programs_of_store
-from pruner_offline.adapt.simulate import held_out_rows, simulate, tuning_order
+from pruner_offline.adapt.simulate import held_out_rows, heldout_scores, simulate, tuning_order
 from pruner_offline.build_store import FeaturizeSettings, cached_store
 from pruner_offline.cli import main
 from pruner_offline.models.metrics import pairwise_accuracy
@@ -303,7 +303,7 @@ def test_simulation_curves(setup):
     stream = programs_of_store(d, order[:120])
     held = OnlineRecords(programs_of_store(d, order[240:])).data()
     curves = simulate(module, ["moa", "frozen", "scratch", "finetune"], stream, held,
-                      AdaptConfig(epochs=3), eval_every=50)
+                      AdaptConfig(epochs=3), eval_every=50).curves
     assert [p["online_records"] for p in curves["moa"]] == [0, 50, 100, 120]
     frozen = {p["peak@1"] for p in curves["frozen"]}
     assert len(frozen) == 1
@@ -317,10 +317,35 @@ def test_cli_adapt_json_and_target_check(setup, tmp_path, capsys):
                  "--eval-fraction", "0.25", "--method", "all", "--epochs", "2", "--json", "--quiet",
                  "--out", str(tmp_path)]) == 0
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert set(out) == {"guarded", "moa", "finetune", "scratch", "frozen"}
-    assert out["moa"][0]["online_records"] == 0 and out["moa"][-1]["online_records"] == 240
-    assert all(set(p) == {"online_records", "peak@1", "peak@5"} for p in out["moa"])
+    curves = out["curves"]
+    assert set(curves) == {"guarded", "moa", "finetune", "scratch", "frozen"}
+    assert curves["moa"][0]["online_records"] == 0 and curves["moa"][-1]["online_records"] == 240
+    assert all(set(p) == {"online_records", "peak@1", "peak@5"} for p in curves["moa"])
     assert (tmp_path / "adapt_curves.png").stat().st_size > 1000
+    # what adapting is for: each method's adapted model, a model file like any other (frozen's is
+    # the pretrained one, not copied); it scores the held-out records as the curve's last point says
+    assert out["models"] == {m: str(tmp_path / f"adapted_{m}.pt") for m in ("guarded", "moa", "finetune", "scratch")}
+    pretrained, _ = load_model(model_file)
+    for m, path in out["models"].items():
+        adapted, meta = load_model(path)
+        assert meta["method"] == m and meta["online_records"] == 240 and meta["retrains"] == 6
+        assert m != "guarded" or meta["predicting"] in CANDIDATES
+        changed = any(not torch.equal(a, b) for a, b in zip(adapted.state_dict().values(),
+                                                            pretrained.state_dict().values()))
+        assert changed or (m == "guarded" and meta["predicting"] == "pretrained")
+    d = FeatureStore(store).load()
+    held = OnlineRecords(programs_of_store(d, np.flatnonzero(held_out_rows(d, 0.25)))).data()
+    for m in ("moa", "finetune"):
+        assert heldout_scores(load_model(out["models"][m])[0], held)["peak@1"] == pytest.approx(
+            curves[m][-1]["peak@1"], abs=1e-5)
+    assert main(["adapt", "--checkpoint", str(model_file), "--target", "llvm", "--records", str(store),
+                 "--method", "all", "--save", str(tmp_path / "one.pt"), "--quiet"]) == 2
+    assert "--save names one model file, and --method all adapts 5" in capsys.readouterr().err
+    assert main(["adapt", "--checkpoint", str(model_file), "--target", "llvm", "--records", str(store),
+                 "--method", "finetune", "--epochs", "1", "--save", str(tmp_path / "one.pt"), "--quiet"]) == 0
+    said = capsys.readouterr()
+    assert f"finetune: adapted on 320 records, 8 retrains -> {tmp_path / 'one.pt'}" in said.out
+    assert "nothing held out, so no scores" in said.err and load_model(tmp_path / "one.pt")[1]["method"] == "finetune"
     assert main(["adapt", "--checkpoint", str(model_file), "--target", "cuda", "--records", str(store), "--quiet"]) == 2
     assert "holds llvm records, but --target is cuda" in capsys.readouterr().err
 

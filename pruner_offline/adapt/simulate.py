@@ -3,7 +3,7 @@ score every method on held-out records as the online set grows."""
 
 from __future__ import annotations
 
-from typing import Callable, Optional, Sequence
+from typing import Callable, NamedTuple, Optional, Sequence
 
 import numpy as np
 
@@ -11,7 +11,7 @@ from ..models.metrics import ranking_report
 from ..store.reader import StoreData
 from ..training.data import gather_batch
 from ..training.module import CostModelModule
-from .methods import AdaptConfig, make_method
+from .methods import AdaptConfig, Method, make_method
 from .online import OnlineProgram, OnlineRecords
 
 
@@ -35,11 +35,16 @@ def heldout_scores(module: CostModelModule, heldout: StoreData) -> dict[str, flo
     return {k: round(float(v), 6) for k, v in rep.items()}
 
 
+class Simulation(NamedTuple):
+    curves: dict[str, list[dict]]  # {method: [{"online_records": n, "peak@1": x, "peak@5": y, ...}, ...]}
+    methods: list[Method]  # as they stand after the last record: each one's predictor is its adapted model
+
+
 def simulate(pretrained: CostModelModule, methods: Sequence[str], stream: Sequence[OnlineProgram],
              heldout: Optional[StoreData], cfg: AdaptConfig, eval_every: int = 50,
-             on_round: Optional[Callable[[int], None]] = None) -> dict[str, list[dict]]:
-    """{method: [{"online_records": n, "peak@1": x, "peak@5": y, ...}, ...]}; a point at 0 records
-    (the pretrained model), then one every ``eval_every`` records and one at the end."""
+             on_round: Optional[Callable[[int], None]] = None) -> Simulation:
+    """Every method through ``stream``; with ``heldout``, its curve: a point at 0 records (the
+    pretrained model), then one every ``eval_every`` records and one at the end."""
     ms = [make_method(m, pretrained, cfg) for m in methods]
     curves: dict[str, list[dict]] = {m.name: [] for m in ms}
 
@@ -64,7 +69,7 @@ def simulate(pretrained: CostModelModule, methods: Sequence[str], stream: Sequen
             point(n)
         if on_round:
             on_round(n)
-    return curves
+    return Simulation(curves, ms)
 
 
 def plot_curves(curves: dict[str, list[dict]], path, title: str) -> None:
