@@ -443,10 +443,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
                 program = named_network(args.network) if args.network else load_exported_program(args.exported_program)
                 network = torch_network(program, args.network or str(args.exported_program))
-            report = tune_network(network, args.work_dir, settings)[0]
+            report = tune_network(network, args.work_dir, settings, quiet=args.quiet)[0]
         else:
             mod = named_workload(args.workload) if args.workload else load_module(args.module)
-            report = tune(mod, args.workload or str(args.module), args.work_dir, settings)
+            report = tune(mod, args.workload or str(args.module), args.work_dir, settings, quiet=args.quiet)
     except (KeyError, ValueError, OSError, RuntimeError) as exc:
         print(f"pruner-train tune: {exc}", file=sys.stderr)
         return 2
@@ -586,6 +586,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "(repeat for several inputs)")
     add_options(p, TuneSettings, skip={"measure"})
     p.add_argument("--work-dir", type=Path, required=True)
+    p.add_argument("--quiet", action="store_true", help="MetaSchedule's progress to WORK_DIR/logs only; "
+                   "the report line alone on the console")
     p.set_defaults(func=cmd_tune)
 
     p = sub.add_parser("merge", help="merge stores featurized as shards into one store")

@@ -15,13 +15,13 @@ import torch
 import tvm
 from tvm import relax
 from tvm.s_tir import meta_schedule as ms
-from tvm.s_tir.meta_schedule.logging import get_loggers_from_work_dir
 from tvm.s_tir.meta_schedule.relax_integration import compile_relax, extract_tasks
 
 from ..errors import BadInput, dumps
 from ..targets import tuning_target
 from .build import make_builder, make_runner
 from .context import make_context
+from .logs import tuning_loggers
 from .run import cost_breakdown, cost_seconds, make_cost_model, make_strategy
 from .settings import TuneSettings
 from .timing import TaskBests, TimedCostModel
@@ -128,9 +128,10 @@ class CompiledNetwork:
         return float(np.median(timer(*self._args(inputs)).results))
 
 
-def tune_network(network: Network, work_dir: str | Path, s: TuneSettings) -> tuple[NetworkReport, CompiledNetwork]:
+def tune_network(network: Network, work_dir: str | Path, s: TuneSettings,
+                 quiet: bool = False) -> tuple[NetworkReport, CompiledNetwork]:
     """Tune every kernel of `network` within s.trials trials in all, compile it with the best ones,
-    measure it; the database and per-task logs go to work_dir."""
+    measure it; the database and per-task logs go to work_dir (with ``quiet``, only there)."""
     if s.target_kind == "cuda" and not tvm.cuda(0).exist:
         raise RuntimeError("tune --target cuda needs a CUDA GPU to measure on, and none is visible here")
     work_dir = Path(work_dir)
@@ -142,7 +143,7 @@ def tune_network(network: Network, work_dir: str | Path, s: TuneSettings) -> tup
                  if not t.dispatched[0].attrs.get("tirx.is_scheduled", False)]  # nothing left to tune in those
     if not extracted:
         raise BadInput(f"{name}: no kernels to tune in it")
-    loggers = get_loggers_from_work_dir(str(work_dir), [t.task_name for t in extracted])
+    loggers = tuning_loggers(work_dir, [t.task_name for t in extracted], quiet)
     model = TimedCostModel(make_cost_model(s))  # one model learns from every task's measurements
     contexts = [make_context(t.dispatched[0], target, num_threads=s.num_cores,
                              seed=None if s.seed is None else s.seed + i, logger=logger,

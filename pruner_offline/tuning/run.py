@@ -11,7 +11,6 @@ from typing import Optional
 
 import tvm
 from tvm.s_tir import meta_schedule as ms
-from tvm.s_tir.meta_schedule.logging import get_loggers_from_work_dir
 
 from ..errors import dumps
 from ..features.devices import DEVICES
@@ -19,6 +18,7 @@ from ..targets import tuning_target
 from .build import make_builder, make_runner
 from .settings import COST_MODELS, TuneSettings
 from .context import make_context
+from .logs import tuning_loggers
 from .timing import LatencyCurve, TimedCostModel
 
 
@@ -117,14 +117,15 @@ def cost_breakdown(model: TimedCostModel) -> dict[str, float]:
     return {k: round(v, 4) if isinstance(v, float) else v for k, v in out.items()}
 
 
-def tune(mod: tvm.IRModule, workload: str, work_dir: str | Path, s: TuneSettings) -> TuneReport:
-    """Tune `mod` (one PrimFunc named main) for s.trials trials; the database goes to work_dir."""
+def tune(mod: tvm.IRModule, workload: str, work_dir: str | Path, s: TuneSettings, quiet: bool = False) -> TuneReport:
+    """Tune `mod` (one PrimFunc named main) for s.trials trials; the database goes to work_dir.
+    ``quiet``: MetaSchedule's progress only in work_dir's logs (tuning_loggers)."""
     if s.target_kind == "cuda" and not tvm.cuda(0).exist:
         raise RuntimeError("tune --target cuda needs a CUDA GPU to measure on, and none is visible here")
     work_dir = Path(work_dir)
     work_dir.mkdir(parents=True, exist_ok=True)
     target = tuning_target(s.target_kind, s.num_cores)
-    logger = get_loggers_from_work_dir(str(work_dir), ["main"])[0]
+    logger = tuning_loggers(work_dir, ["main"], quiet)[0]
     model = TimedCostModel(make_cost_model(s))
     context = make_context(mod, target, num_threads=s.num_cores, seed=s.seed, logger=logger,
                            population_size=s.population_size, strategy=make_strategy(s, model.inner))
