@@ -9,10 +9,7 @@ from it.
 from __future__ import annotations
 
 import argparse
-import logging
 import time
-import warnings
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -20,7 +17,6 @@ from typing import Callable, Optional, Sequence
 
 import torch
 import yaml
-from lightning.fabric.utilities.warnings import PossibleUserWarning
 
 from ..bundled import recipe
 from ..errors import BadInput, dumps, why_not_loaded
@@ -29,6 +25,7 @@ from .data import StoreDataModule
 from .evaluate import Evaluation, evaluate_module, reference_metrics
 from .export import ModelFileError, export_model
 from .lightning_cli import CostModelCLI
+from .lightning_voice import lightning_voice
 from .module import CostModelModule
 
 RECIPE_OF_MODEL = {"draft": ["pretrain.yaml", "draft.yaml"]}
@@ -108,36 +105,6 @@ def make_cli(args: list[str]) -> CostModelCLI:
                        "pruner_offline.training.lightning_cli fit --help)") from None
 
 
-# Lightning's messages that say nothing to a user of pretrain: the args one warns of LightningCLI
-# given a command line of its own while the process has another (pretrain's, which it was made
-# from); a deprecation inside Lightning's own code; and the caution about an iterable dataset's
-# length with several workers, which ChunkStream deals each its own share of.
-_NOT_FOR_USERS = ("LightningCLI's args parameter", r"`isinstance\(treespec, LeafSpec\)` is deprecated",
-                  "Your `IterableDataset` has `__len__` defined")
-
-
-@contextmanager
-def _lightning_voice(quiet: bool):
-    """Lightning's warnings that are not for our users left out; with ``quiet``, its start-up
-    report (seed, accelerators, tips) and its hints on the Trainer's settings (PossibleUserWarning:
-    a store of few batches is smaller than the logging interval, a data loader could use more
-    workers) too: what a quiet run prints is its result."""
-    loggers = [logging.getLogger(n) for n in ("lightning.pytorch", "lightning.fabric")]
-    levels = [lg.level for lg in loggers]
-    with warnings.catch_warnings():
-        for message in _NOT_FOR_USERS:
-            warnings.filterwarnings("ignore", message=message)
-        if quiet:
-            warnings.filterwarnings("ignore", category=PossibleUserWarning)
-            for lg in loggers:
-                lg.setLevel(logging.WARNING)
-        try:
-            yield
-        finally:
-            for lg, level in zip(loggers, levels):
-                lg.setLevel(level)
-
-
 def pretrain(store: Path, model: str, split: str, out_dir: Path, *, max_epochs: Optional[int] = None,
              seed: int = 0, accelerator: Optional[str] = None, devices: Optional[str] = None,
              strategy: Optional[str] = None, num_nodes: Optional[int] = None, batch_size: Optional[int] = None, extra_configs: Sequence[Path] = (),
@@ -165,7 +132,7 @@ def pretrain(store: Path, model: str, split: str, out_dir: Path, *, max_epochs: 
     last = run_dir / "run" / "checkpoints" / "last.ckpt"
     if last.is_file():
         check_resumable(last)
-    with _lightning_voice(quiet):
+    with lightning_voice(quiet):
         cli = make_cli(args)
         start = time.perf_counter()
         cli.trainer.fit(cli.model, datamodule=cli.datamodule, ckpt_path=str(last) if last.is_file() else None)
