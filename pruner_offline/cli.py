@@ -353,6 +353,8 @@ def cmd_adapt(args: argparse.Namespace) -> int:
     if args.save is not None and len(methods) != 1:
         raise BadInput(f"--save names one model file, and --method all adapts {len(methods)}: leave --save out "
                        f"to write each to {args.out}/adapted_METHOD.pt")
+    if args.save is not None and methods == ["frozen"]:
+        raise BadInput("--method frozen adapts nothing, so there is no model to --save: it is the checkpoint itself")
     wanted = {args.target: device_to_json(device)}
     stores = [ensure_store(p, args.cache, args.jobs, args.quiet, wanted)
               for p in [args.records] + ([args.eval] if args.eval else [])]

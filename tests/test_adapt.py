@@ -342,6 +342,9 @@ def test_cli_adapt_json_and_target_check(setup, tmp_path, capsys):
                  "--method", "all", "--save", str(tmp_path / "one.pt"), "--quiet"]) == 2
     assert "--save names one model file, and --method all adapts 5" in capsys.readouterr().err
     assert main(["adapt", "--checkpoint", str(model_file), "--target", "llvm", "--records", str(store),
+                 "--method", "frozen", "--save", str(tmp_path / "one.pt"), "--quiet"]) == 2
+    assert "--method frozen adapts nothing" in capsys.readouterr().err
+    assert main(["adapt", "--checkpoint", str(model_file), "--target", "llvm", "--records", str(store),
                  "--method", "finetune", "--epochs", "1", "--save", str(tmp_path / "one.pt"), "--quiet"]) == 0
     said = capsys.readouterr()
     assert f"finetune: adapted on 320 records, 8 retrains -> {tmp_path / 'one.pt'}" in said.out
