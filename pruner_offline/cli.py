@@ -15,7 +15,7 @@ import numpy as np
 
 from .bundled import default_dataset
 from .cli_options import add_options, bounded, settings_from
-from .errors import BadInput, crash_log, dumps
+from .errors import BadInput, crash_log, dumps, user_facing_warnings
 from .models.registry import MODEL_NAMES
 from .progress import Progress
 from .tenset.dataset import DatasetSummary, discover, load_task_index, summarize
@@ -602,7 +602,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return args.func(args)
+        with user_facing_warnings():
+            return args.func(args)
     except BadInput as exc:
         print(f"pruner-train: {exc}", file=sys.stderr)
         return 2

@@ -1,4 +1,4 @@
-"""Errors a user can act on, and the report of everything else.
+"""Errors a user can act on, and the report of everything else; our warnings, told the same way.
 
 A ``BadInput`` names what to fix (``FILE:LINE: reason``, ``STORE: ARRAY: reason``, a bad argument):
 the CLI prints it as one line and exits 2. Any other exception reaching the CLI is a bug in this
@@ -11,9 +11,12 @@ import json
 import math
 import os
 import re
+import sys
 import tempfile
 import time
 import traceback
+import warnings
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -65,3 +68,24 @@ def _finite(obj: object) -> object:
 def dumps(obj: object, **kwargs) -> str:
     """JSON that every parser accepts: NaN and infinities (no measurement, no value) become null."""
     return json.dumps(_finite(obj), allow_nan=False, **kwargs)
+
+
+_PACKAGE_DIR = str(Path(__file__).resolve().parent)
+
+
+@contextmanager
+def user_facing_warnings():
+    """Our own warnings told like our errors, one line each: Python's form adds the file and line
+    of the call that warned, which is ours, not the user's to look at. Other libraries' warnings
+    keep that form, where it says which library spoke."""
+    default = warnings.showwarning
+
+    def say(message, category, filename, lineno, file=None, line=None):
+        if str(filename).startswith(_PACKAGE_DIR):
+            print(f"pruner-train: warning: {message}", file=sys.stderr if file is None else file)
+        else:
+            default(message, category, filename, lineno, file, line)
+
+    with warnings.catch_warnings():
+        warnings.showwarning = say
+        yield

@@ -6,6 +6,7 @@ import json
 import math
 import shutil
 import tempfile
+from pathlib import Path
 
 import h5py
 import numpy as np
@@ -438,3 +439,23 @@ def test_printed_json_is_strict():
 
     report = TuneReport("matmul", "llvm", "random", 0, math.inf, [], [], [], 0.0, 0.0, [], 0.0, {}, None, "w")
     assert json.loads(report.to_json(), parse_constant=refuse)["best_latency_s"] is None
+
+
+def test_our_warnings_are_one_line_for_the_user_and_others_keep_their_source(capsys, monkeypatch):
+    import warnings
+
+    import pruner_offline
+    from pruner_offline.errors import user_facing_warnings
+
+    ours = str(Path(pruner_offline.__file__).parent / "tuning" / "run.py")
+    # pytest records warnings ahead of showwarning, so the hook is called here as warnings calls
+    # it; a warning not ours goes on, whole, to the showwarning it replaced
+    passed_on = []
+    monkeypatch.setattr(warnings, "showwarning", lambda *args: passed_on.append(args))
+    with user_facing_warnings():
+        warnings.showwarning("the draft score ranks this search with other constants", UserWarning, ours, 63)
+        warnings.showwarning("a library's own caution", UserWarning, "/elsewhere/lib.py", 7)
+    assert capsys.readouterr().err.splitlines() == [
+        "pruner-train: warning: the draft score ranks this search with other constants"]
+    assert passed_on == [("a library's own caution", UserWarning, "/elsewhere/lib.py", 7, None, None)]
+    assert warnings.showwarning.__name__ == "<lambda>"  # put back as it was
