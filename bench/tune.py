@@ -41,24 +41,24 @@ def seconds_to_reach(curve: dict, latency: float) -> float:
     return math.inf
 
 
-def cost_within(curve: dict, trials: int) -> float:
-    """Seconds inside the cost model by the last batch within ``trials``; NaN for a run logged
-    before the runs recorded them per batch."""
-    cost = float("nan")
-    for c, n in zip(curve.get("cost", []), curve["trials"]):
+def within(curve: dict, key: str, trials: int, before: float) -> float:
+    """``curve[key]`` at the last batch within ``trials`` (``before`` if none is). A run logged
+    before the runs recorded a key has none of it, and gives ``before`` too."""
+    value = before
+    for v, n in zip(curve.get(key, []), curve["trials"]):
         if n > trials:
             break
-        cost = c
-    return cost
+        value = v
+    return value
+
+
+def cost_within(curve: dict, trials: int) -> float:
+    """Seconds inside the cost model by ``trials``; NaN where the run did not record them per batch."""
+    return within(curve, "cost", trials, float("nan"))
 
 
 def best_within(curve: dict, trials: int) -> float:
-    best = math.inf
-    for b, n in zip(curve["best"], curve["trials"]):
-        if n > trials:
-            break
-        best = b
-    return best
+    return within(curve, "best", trials, math.inf)
 
 
 def geomean(xs: list[float]) -> float:
