@@ -70,7 +70,7 @@ def dumps(obj: object, **kwargs) -> str:
     return json.dumps(_finite(obj), allow_nan=False, **kwargs)
 
 
-_PACKAGE_DIR = str(Path(__file__).resolve().parent)
+_PACKAGE_DIR = str(Path(__file__).resolve().parent) + os.sep  # not a sibling named pruner_offline_*
 
 
 @contextmanager
