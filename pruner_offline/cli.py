@@ -404,7 +404,7 @@ def cmd_adapt(args: argparse.Namespace) -> int:
 
 def _write_adapted(args: argparse.Namespace, methods: list, device, n_online: int) -> dict[str, str]:
     """Each method's adapted model, as a model file (--save, or OUT/adapted_METHOD.pt); {method: path}."""
-    from .features.devices import device_to_json
+    from .adapt.model_file import adapted_meta
     from .training.export import export_model
 
     written: dict[str, str] = {}
@@ -414,10 +414,8 @@ def _write_adapted(args: argparse.Namespace, methods: list, device, n_online: in
             continue
         path = args.save or args.out / f"adapted_{m.name}.pt"
         chosen = getattr(m, "chosen", None)
-        export_model(m.predictor, path, {"adapted_from": str(args.records), "pretrained": str(args.checkpoint),
-                                         "method": m.name, "online_records": n_online, "retrains": m.retrains,
-                                         **({"predicting": chosen} if chosen else {}),
-                                         "devices": {args.target: device_to_json(device)}})
+        export_model(m.predictor, path, {**adapted_meta(str(args.records), m, args.target, device, n_online),
+                                         "pretrained": str(args.checkpoint)})
         print(f"{m.name}: adapted on {n_online} records, {m.retrains} retrains"
               + (f", predicting with the {chosen} model" if chosen else "") + f" -> {path}")
         written[m.name] = str(path)

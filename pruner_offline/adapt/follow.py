@@ -18,12 +18,13 @@ from typing import Callable, Optional, Union
 import torch
 
 from ..errors import BadInput, why_not_loaded
-from ..features.devices import DeviceConstants, device_to_json
+from ..features.devices import DeviceConstants
 from ..sources.base import LiveProgram, LiveSource
 from ..tenset.records import BadLine
 from ..training.export import export_model
 from ..training.module import CostModelModule
 from .methods import AdaptConfig, Method, make_method
+from .model_file import adapted_meta
 from .online import OnlineProgram, OnlineRecords
 
 STATE_FORMAT = "pruner-offline-adapt-state/2"  # 2: guarded keeps a running fine-tune and its candidate choice
@@ -52,8 +53,9 @@ def online_program(live: LiveProgram, device: DeviceConstants) -> Union[OnlinePr
     return OnlineProgram.of_features(feats, prog.cost, prog.ok, live.task_key, prog.raw_steps)
 
 
-def _save(path: Path, state_path: Path, method: Method, st: FollowState, meta: dict) -> None:
-    export_model(method.predictor, path, {**meta, "online_records": st.online, "rounds": st.rounds})
+def _save(path: Path, state_path: Path, method: Method, st: FollowState, source: str, target: str,
+          device: DeviceConstants) -> None:
+    export_model(method.predictor, path, {**adapted_meta(source, method, target, device, st.online), "rounds": st.rounds})
     tmp = state_path.with_name(state_path.name + ".tmp")
     torch.save({"format": STATE_FORMAT, "lines": st.lines, "rounds": st.rounds, "online": st.online,
                 "skipped": st.skipped, "method": method.name, "states": method.state()}, tmp)
@@ -84,7 +86,6 @@ def follow(pretrained: CostModelModule, live: LiveSource, target: str, device: D
     pending = 0
     saved_rounds = st.rounds
     last_new = time.monotonic()
-    meta = {"adapted_from": repr(live), "method": method_name, "devices": {target: device_to_json(device)}}
     while max_records is None or st.online < max_records:
         items = live.poll()
         if not items:
@@ -122,8 +123,8 @@ def follow(pretrained: CostModelModule, live: LiveSource, target: str, device: D
             if method.after_round(online, st.rounds):
                 say(f"round {st.rounds}: retrained on {len(online)} records")
             if st.rounds % save_every == 0:
-                _save(save, state_path, method, st, meta)
+                _save(save, state_path, method, st, repr(live), target, device)
                 saved_rounds = st.rounds
     if st.rounds > saved_rounds:
-        _save(save, state_path, method, st, meta)
+        _save(save, state_path, method, st, repr(live), target, device)
     return st
