@@ -227,32 +227,24 @@ def _print_with_reference(results: dict[str, dict], reference: dict[str, dict]) 
 
 
 def cmd_pretrain(args: argparse.Namespace) -> int:
-    from .training.compare import train_gbdt
-    from .training.run import pretrain
+    from .training.compare import train_models
 
     store = ensure_store(args.data, args.out / "features", args.jobs, args.quiet,
                          {kind: {"name": name} for kind, name in (("llvm", args.cpu), ("cuda", args.gpu)) if name})
-    schema = _store_schema(store)
-    results: dict[str, dict] = {}
-    last = None
-    split = args.split or "within_task"
-    for model in args.model:
-        r = train_gbdt(store, split, args.seed, args.out) if model == "gbdt" else pretrain(
-            store, model, split, args.out, max_epochs=args.max_epochs, seed=args.seed,
-            accelerator=args.accelerator, devices=args.devices, strategy=args.strategy, num_nodes=args.num_nodes,
-            extra_configs=args.config, progress=_lightning_progress(args.quiet), quiet=args.quiet,
-            feature_schema=schema)
-        if r is None:  # another rank of a multi-process run: rank 0 reports
-            continue
-        results[model] = {**r.evaluation.to_json(), "train_seconds": round(r.train_seconds, 2),
-                          "checkpoint": str(r.model_file)}
-        last = r
+    results, last = train_models(
+        store, args.split or "within_task", args.out, args.model, seed=args.seed, max_epochs=args.max_epochs,
+        feature_schema=_store_schema(store), progress=_lightning_progress(args.quiet), quiet=args.quiet,
+        accelerator=args.accelerator, devices=args.devices, strategy=args.strategy, num_nodes=args.num_nodes,
+        extra_configs=args.config)
+    skipped = {m: r["skipped"] for m, r in results.items() if "skipped" in r}
     if last is None:
-        return 0
+        if skipped and len(skipped) == len(results):
+            raise BadInput("pretrain: nothing to train: " + "; ".join(f"{m}: {why}" for m, why in skipped.items()))
+        return 0  # another rank of a multi-process run: rank 0 reports
     reference = last.reference  # every model is tested on the same records
     _print_with_reference(results, reference)
     for model, r in results.items():
-        print(f"{model}: {r['checkpoint']}")
+        print(f"{model}: skipped, {r['skipped']}" if model in skipped else f"{model}: {r['checkpoint']}")
     if args.json:
         print(dumps({**results, "reference": reference}, sort_keys=True))
     return 0

@@ -70,3 +70,36 @@ def test_compare_skips_tlp_without_ansor_steps(small_db, tmp_path):
     run_featurize(FeaturizeSettings(str(small_db), gpu="h200"), out)
     result, _ = compare(out, "within_task", tmp_path / "cmp", models=["tlp"])
     assert "no Ansor steps" in result["tlp"]["skipped"]
+
+
+def test_pretrain_skips_tlp_without_ansor_steps_and_refuses_when_nothing_is_left(small_db, h200_ms, tmp_path, capsys):
+    from pruner_offline.cli import main
+
+    tiny = tmp_path / "ms.h5"
+    run_featurize(FeaturizeSettings(str(small_db), gpu="h200"), tiny)
+    capsys.readouterr()
+    assert main(["pretrain", "--data", str(tiny), "--model", "tlp", "--out", str(tmp_path / "a"), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "nothing to train" in err and "no Ansor steps" in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "a" / "tlp.pt").exists()
+    # 12 records leave nothing to validate on, which early stopping and checkpoint choice need
+    assert main(["pretrain", "--data", str(tiny), "--model", "draft", "--out", str(tmp_path / "a"), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "none to validate on" in err and len(err.splitlines()) == 1
+
+    db = tmp_path / "db"
+    db.mkdir()
+    (db / WORKLOAD_FILE).write_bytes((h200_ms / WORKLOAD_FILE).read_bytes())
+    lines = (h200_ms / RECORD_FILE).read_text().splitlines()
+    (db / RECORD_FILE).write_text("\n".join([l for l in lines if json.loads(l)[0] == 0][:30]
+                                            + [l for l in lines if json.loads(l)[0] == 13][:30]) + "\n")
+    store = tmp_path / "ms60.h5"
+    run_featurize(FeaturizeSettings(str(db), gpu="h200"), store)
+    capsys.readouterr()
+    assert main(["pretrain", "--data", str(store), "--model", "draft", "tlp", "--max-epochs", "1",
+                 "--out", str(tmp_path / "b"), "--quiet", "--json"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert any(line.startswith("tlp: skipped, no Ansor steps") for line in lines)
+    result = json.loads(lines[-1])
+    assert "no Ansor steps" in result["tlp"]["skipped"] and "peak@1" in result["draft"]
+    assert (tmp_path / "b" / "draft.pt").is_file() and not (tmp_path / "b" / "tlp.pt").exists()

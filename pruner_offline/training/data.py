@@ -154,6 +154,10 @@ class StoreDataModule(L.LightningDataModule):
             note = store.failure_note()
             raise SplitError(f"{self.store}: the split {self.split!r} leaves no labelled {what} records "
                              f"(the store holds {self.tables.n_records} records{'; ' + note if note else ''})")
+        if stage == "fit" and not len(self.val_rows):
+            # early stopping and the checkpoint kept both watch the validation loss
+            raise SplitError(f"{self.store}: the split {self.split!r} leaves {len(self.train_rows)} training records "
+                             f"and none to validate on: training needs more than 10 labelled training records")
         if self.in_memory:
             self.data = store.load(self.with_steps)
         else:
