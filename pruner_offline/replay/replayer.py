@@ -28,6 +28,7 @@ from tvm import s_tir, tirx
 from ..tenset import steps as st
 from ..tenset.te_graph import ComputeGraph, PlaceholderOp
 from .compute import stage_names
+from .split_guard import guarded_split
 from .unchecked import UncheckedSchedule
 
 _THREAD_TAGS = {
@@ -296,7 +297,7 @@ class Replayer:
             tighten = isinstance(extent, tirx.IntImm) and not isinstance(step, st.FollowFusedSplitStep)
             factors = _te_split_factors(int(extent), lengths, inner_to_outer) if tighten else \
                 ([None, *lengths] if inner_to_outer else [*lengths, None])
-            parts = sch.split(loop, factors, preserve_unit_iters=True)
+            parts = guarded_split(sch, loop, factors)
             stage.iters[step.iter: step.iter + 1] = parts
         elif isinstance(step, st.ReorderStep):
             if sorted(step.order) != list(range(len(stage.iters))):
