@@ -109,25 +109,28 @@ class Replayer:
         """Loops of a block whose loops are fresh (one per block variable, innermost last),
         ordered as Ansor orders a fresh stage's iterators: the written tensor's dimensions,
         then the reduction axes. Reorders the TIR loops to match where they differ."""
-        sblock = self.sch.get(block)
-        n = len(sblock.iter_vars)
-        loops = list(self.sch.get_loops(block))[-n:] if n else []
+        get = self.sch.get
+        sblock = get(block)
+        iter_vars = [(iv.var, iv.iter_type) for iv in sblock.iter_vars]
+        n = len(iter_vars)
+        loops = self.sch.get_loops(block)[-n:] if n else []
         if len(loops) != n:
             raise ReplayError("loop structure", f"{sblock.name_hint}: {len(loops)} loops for {n} block vars")
-        realize = self.sch.get(loops[-1]).body if loops else None
+        nodes = [get(l) for l in loops]
+        realize = nodes[-1].body if loops else None
         if not isinstance(realize, s_tir.SBlockRealize):
             return loops
-        by_var = {self.sch.get(l).loop_var: l for l in loops}
+        by_var = {node.loop_var: l for node, l in zip(nodes, loops)}
         loop_of = {}
-        for iv, binding in zip(sblock.iter_vars, realize.iter_values):
-            var = _bound_var(binding)
-            if var is None or var not in by_var:
+        for (var, _), binding in zip(iter_vars, realize.iter_values):
+            bound = _bound_var(binding)
+            if bound is None or bound not in by_var:
                 raise ReplayError("loop structure", f"{sblock.name_hint}: binding {binding}")
-            loop_of[iv.var] = by_var[var]
+            loop_of[var] = by_var[bound]
         written = [_bound_var(r.min) for r in sblock.writes[0].region] if sblock.writes else []
+        reduce = tirx.IterVar.CommReduce
         order: list[s_tir.LoopRV] = []
-        for var in written + [iv.var for iv in sblock.iter_vars if iv.iter_type != tirx.IterVar.CommReduce] \
-                + [iv.var for iv in sblock.iter_vars if iv.iter_type == tirx.IterVar.CommReduce]:
+        for var in written + [v for v, kind in iter_vars if kind != reduce] + [v for v, kind in iter_vars if kind == reduce]:
             loop = loop_of.get(var) if var is not None else None
             if loop is not None and not any(loop.same_as(l) for l in order):
                 order.append(loop)

@@ -31,6 +31,9 @@ class UncheckedSchedule:
 
     def __getattr__(self, name: str) -> Any:
         raw = getattr(getattr(s_tir.Schedule, name, None), "__wrapped__", None)
-        if raw is not None:
-            return functools.partial(raw, self.schedule)
-        return getattr(self.schedule, name)
+        if raw is None:
+            return getattr(self.schedule, name)
+        bound = functools.partial(raw, self.schedule)
+        # kept: the next call finds it without __getattr__ (a cuda record makes ~110 such calls)
+        setattr(self, name, bound)
+        return bound
