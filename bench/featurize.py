@@ -13,6 +13,8 @@ steps on TIR and every stored feature (per-store, op tag, dataflow, PSA symbols,
 - ``--ansor-python PY``: an interpreter with hhb-tvm (TVM 0.16, Ansor); runs
   bench/ansor_features.py there on the same records: Ansor's C++ per-store features only, the
   reference TenSet's scripts used. hhb-tvm is never a dependency of the package.
+- ``--rounds N``: everything N times in turn; rates are medians, ratios the median of the ratios
+  within each round, with their range (the load of a shared machine drifts between rounds).
 - ``--breakdown``: where our time goes, per record: inside TVM's schedule primitives (the
   replay), inside MetaSchedule's PerStoreFeature (its ``extract_from``), and the rest (ours, in
   Python); then PerStoreFeature's own preprocessing passes timed one by one on a sample of the
@@ -27,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tarfile
@@ -198,34 +201,57 @@ def rate(entry: dict) -> float:
     return entry["records"] / entry["seconds"]
 
 
+def measure_round(dataset: Path, args, breakdown: bool) -> dict:
+    runs = {"ours": measure(dataset, breakdown)}
+    if args.previous:
+        runs[f"ours@{args.previous}"] = measure_previous(args.previous, dataset)
+    if args.ansor_python:
+        runs["ansor"] = measure_ansor(args.ansor_python, dataset)
+    return runs
+
+
+def print_rates(dataset: Path, rounds: list[dict]) -> None:
+    """Median rate of each measurement over the rounds, and the median of the ratios taken within
+    each round (with their range when there are several): the load of a shared machine moves
+    between rounds, and a ratio of two measurements made minutes apart carries that drift."""
+    first = rounds[0]
+    names = list(first)
+    print(f"{dataset.name}: records/s on one core (records measured), median of {len(rounds)} round(s)")
+    print(f"{'target':>6}  " + "  ".join(f"{n:>22}" for n in names)
+          + "".join(f"  {'ours / ' + n:>26}" for n in names[1:]))
+    for kind in sorted(first["ours"]):
+        cells = [f"{statistics.median(rate(r[n][kind]) for r in rounds):>12.1f} ({first[n][kind]['records']:>5})"
+                 if kind in first[n] else f"{'-':>22}" for n in names]
+        ratios = []
+        for n in names[1:]:
+            if kind not in first[n]:
+                ratios.append(f"{'-':>26}")
+                continue
+            within = [rate(r["ours"][kind]) / rate(r[n][kind]) for r in rounds]
+            spread = f" [{min(within):.2f}-{max(within):.2f}]" if len(within) > 1 else ""
+            ratios.append(f"{f'{statistics.median(within):.2f}{spread}':>26}")
+        print(f"{kind:>6}  " + "  ".join(cells) + "".join(f"  {x}" for x in ratios))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("dataset", nargs="?", type=Path, default=REPO / "datasets" / "tenset-mini")
     ap.add_argument("--previous", metavar="REF", help="also measure the package at this git ref")
     ap.add_argument("--ansor-python", metavar="PY", help="an interpreter with hhb-tvm, for Ansor's rate")
+    ap.add_argument("--rounds", type=int, default=1, help="measure everything this many times in turn")
     ap.add_argument("--breakdown", action="store_true", help="where our time goes (see above)")
     ap.add_argument("--breakdown-sample", type=int, default=200, help="programs per target whose passes are timed")
     args = ap.parse_args()
     dataset = args.dataset.resolve()
-    runs = {"ours": measure(dataset, args.breakdown)}
-    if args.previous:
-        runs[f"ours@{args.previous}"] = measure_previous(args.previous, dataset)
-    if args.ansor_python:
-        runs["ansor"] = measure_ansor(args.ansor_python, dataset)
-    print(f"{dataset.name}: records/s on one core (records measured)")
-    names = list(runs)
-    print(f"{'target':>6}  " + "  ".join(f"{n:>22}" for n in names)
-          + "".join(f"  {'ours / ' + n:>22}" for n in names[1:]))
-    for kind in sorted(runs["ours"]):
-        cells = [f"{rate(r[kind]):>12.1f} ({r[kind]['records']:>5})" if kind in r else f"{'-':>22}" for r in runs.values()]
-        ratios = [f"{rate(runs['ours'][kind]) / rate(runs[n][kind]):>22.2f}" if kind in runs[n] else f"{'-':>22}"
-                  for n in names[1:]]
-        print(f"{kind:>6}  " + "  ".join(cells) + "".join(f"  {x}" for x in ratios))
+    # the breakdown's wrappers slow ours a little: only the first round carries them
+    rounds = [measure_round(dataset, args, args.breakdown and i == 0) for i in range(max(1, args.rounds))]
+    print_rates(dataset, rounds)
+    out: dict = {"rounds": rounds}
     if args.breakdown:
         passes = pass_seconds(dataset, args.breakdown_sample)
-        print_breakdown(runs["ours"], passes, runs.get("ansor"))
-        runs["passes"] = passes
-    print(json.dumps(runs))
+        print_breakdown(rounds[0]["ours"], passes, rounds[0].get("ansor"))
+        out["passes"] = passes
+    print(json.dumps(out))
 
 
 if __name__ == "__main__":

@@ -44,7 +44,10 @@ def _two_stages(n: int) -> tirx.PrimFunc:
 def _pair(func: tirx.PrimFunc, edit) -> tuple[s_tir.Schedule, s_tir.Schedule]:
     """``edit(sch, split)`` on two schedules of ``func``: TIR's split, then the guarded one."""
     out = []
-    for split in (lambda s, l, f: s.split(l, f, preserve_unit_iters=True), guarded_split):
+    def guarded(sch, loop, factors):
+        return guarded_split(sch, loop, factors, int(sch.get(loop).extent))
+
+    for split in (lambda s, l, f: s.split(l, f, preserve_unit_iters=True), guarded):
         sch = s_tir.Schedule(func)
         edit(sch, split)
         out.append(sch)
@@ -145,7 +148,7 @@ def test_real_cuda_records_store_the_same_features_with_either_split(name, monke
     for task, rec in cases:
         with monkeypatch.context() as tir_split:
             tir_split.setattr(replayer, "guarded_split",
-                              lambda sch, loop, factors: sch.split(loop, factors, preserve_unit_iters=True))
+                              lambda sch, loop, factors, extent: sch.split(loop, factors, preserve_unit_iters=True))
             tir = replay_record(task, rec)
         ours = replay_record(task, rec)
         assert tir.ok and ours.ok, (rec.source, tir.reason, ours.reason)

@@ -129,8 +129,9 @@ class Replayer:
             loop_of[var] = by_var[bound]
         written = [_bound_var(r.min) for r in sblock.writes[0].region] if sblock.writes else []
         reduce = tirx.IterVar.CommReduce
+        spatial = [v for v, kind in iter_vars if kind != reduce]
         order: list[s_tir.LoopRV] = []
-        for var in written + [v for v, kind in iter_vars if kind != reduce] + [v for v, kind in iter_vars if kind == reduce]:
+        for var in written + spatial + [v for v, kind in iter_vars if kind == reduce]:
             loop = loop_of.get(var) if var is not None else None
             if loop is not None and not any(loop.same_as(l) for l in order):
                 order.append(loop)
@@ -306,7 +307,7 @@ class Replayer:
             tighten = isinstance(extent, tirx.IntImm) and not isinstance(step, st.FollowFusedSplitStep)
             factors = _te_split_factors(int(extent), lengths, inner_to_outer) if tighten else \
                 ([None, *lengths] if inner_to_outer else [*lengths, None])
-            parts = guarded_split(sch, loop, factors)
+            parts = guarded_split(sch, loop, factors, int(extent) if isinstance(extent, tirx.IntImm) else None)
             stage.iters[step.iter: step.iter + 1] = parts
         elif isinstance(step, st.ReorderStep):
             if sorted(step.order) != list(range(len(stage.iters))):

@@ -70,14 +70,12 @@ def _with_body(loop: tirx.For, body) -> tirx.For:
                     loop.step)
 
 
-def guarded_split(sch, loop: s_tir.LoopRV, factors: Sequence[Optional[int]]) -> list[s_tir.LoopRV]:
+def guarded_split(sch, loop: s_tir.LoopRV, factors: Sequence[Optional[int]],
+                  extent: Optional[int]) -> list[s_tir.LoopRV]:
     """``sch.split(loop, factors, preserve_unit_iters=True)``, the same program up to the form of
     the bindings, at the price of a split that needs no guard. ``sch``: the replay's schedule
-    (UncheckedSchedule or Schedule)."""
-    node = sch.get(loop)
-    extent = node.extent
-    if not isinstance(extent, tirx.IntImm) or not overshoot(int(extent.value), factors) \
-            or not _realizes_only(node.body):
+    (UncheckedSchedule or Schedule); ``extent``: the loop's, None where it is not a constant."""
+    if extent is None or not overshoot(extent, factors) or not _realizes_only(sch.get(loop).body):
         return sch.split(loop, factors, preserve_unit_iters=True)
     parts = sch.split(loop, factors, preserve_unit_iters=True, disable_predication=True)
     loops = [sch.get(p) for p in parts]
@@ -86,5 +84,5 @@ def guarded_split(sch, loop: s_tir.LoopRV, factors: Sequence[Optional[int]]) -> 
     for part in loops[1:]:
         value = value * part.extent + part.loop_var
     inner = loops[-1]
-    sch.state.replace(sch.get_sref(parts[-1]), _with_body(inner, _guarded(inner.body, value < int(extent.value))))
+    sch.state.replace(sch.get_sref(parts[-1]), _with_body(inner, _guarded(inner.body, value < extent)))
     return parts
