@@ -11,6 +11,8 @@ TIR's). The bindings keep their unsimplified form (``(a * 80 + b) * 8 + c`` stay
 writes ``a * 640 + b * 8 + c``), which PerStoreFeature's own simplification and the TIR walk read
 the same way: tests/test_split_guard.py checks every stored feature on the bundled cuda records
 against TIR's predicated split (tenset-mini, the public logs, ansor-sampled: identical on all).
+The schedule's trace records the split without predication and not the guard: the program
+(``sch.mod``) is what carries it, and nothing replays a replayed record's trace.
 """
 
 from __future__ import annotations
