@@ -16,11 +16,8 @@ import tvm_ffi  # noqa: E402
 from tvm import s_tir, te, tirx  # noqa: E402
 
 from pruner_offline.features.extract import featurize_prim_func  # noqa: E402
-from pruner_offline.replay import replay_record, replayer  # noqa: E402
-from pruner_offline.replay import split_guard  # noqa: E402
+from pruner_offline.replay import replay_record, replayer, split_guard  # noqa: E402
 from pruner_offline.replay.split_guard import guarded_split, overshoot  # noqa: E402
-
-real_overshoot = overshoot
 from pruner_offline.tenset.records import Record, read_records  # noqa: E402
 from pruner_offline.tenset.tasks import load_all_tasks  # noqa: E402
 
@@ -43,10 +40,10 @@ def _two_stages(n: int) -> tirx.PrimFunc:
 
 def _pair(func: tirx.PrimFunc, edit) -> tuple[s_tir.Schedule, s_tir.Schedule]:
     """``edit(sch, split)`` on two schedules of ``func``: TIR's split, then the guarded one."""
-    out = []
     def guarded(sch, loop, factors):
         return guarded_split(sch, loop, factors, int(sch.get(loop).extent))
 
+    out = []
     for split in (lambda s, l, f: s.split(l, f, preserve_unit_iters=True), guarded):
         sch = s_tir.Schedule(func)
         edit(sch, split)
@@ -144,7 +141,7 @@ def test_real_cuda_records_store_the_same_features_with_either_split(name, monke
     cases = _guarded_cuda_records(root, limit=60)
     assert cases, f"{name} holds cuda records with fetch splits"
     guards = []  # per guarded split, that it was one: the records must exercise the path
-    monkeypatch.setattr(split_guard, "overshoot", lambda *a: guards.append(real_overshoot(*a)) or guards[-1])
+    monkeypatch.setattr(split_guard, "overshoot", lambda *a: guards.append(overshoot(*a)) or guards[-1])
     for task, rec in cases:
         with monkeypatch.context() as tir_split:
             tir_split.setattr(replayer, "guarded_split",

@@ -22,10 +22,6 @@ from typing import Optional, Sequence
 from tvm import s_tir, tirx
 
 
-class _Unexpected(Exception):
-    """A statement below the loop that this module does not rebuild."""
-
-
 def overshoot(extent: int, factors: Sequence[Optional[int]]) -> bool:
     """Whether TIR guards this split: the parts, a ``None`` factor taken as the ceiling TIR infers,
     cover more than ``extent``."""
@@ -58,13 +54,15 @@ def _conjoin(predicate, guard):
 
 
 def _guarded(stmt, guard):
+    """``stmt`` with ``guard`` on its outermost block realizes; callers check ``_realizes_only``
+    first (before splitting, which cannot be undone), so nothing else reaches here."""
     if isinstance(stmt, s_tir.SBlockRealize):
         return s_tir.SBlockRealize(stmt.iter_values, _conjoin(stmt.predicate, guard), stmt.block)
     if isinstance(stmt, tirx.For):
         return _with_body(stmt, _guarded(stmt.body, guard))
     if isinstance(stmt, tirx.SeqStmt):
         return tirx.SeqStmt([_guarded(s, guard) for s in stmt.seq])
-    raise _Unexpected(type(stmt).__name__)
+    raise TypeError(f"{type(stmt).__name__} below a guarded split: _realizes_only let it through")
 
 
 def _with_body(loop: tirx.For, body) -> tirx.For:
