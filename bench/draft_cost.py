@@ -54,7 +54,7 @@ def main() -> None:
 
     from pruner_offline.features.draft_templates import DraftTemplates
     from pruner_offline.features.extract import featurize_prim_func
-    from pruner_offline.features.native_skeleton import compiled
+    from pruner_offline.features.native import compiled
     from pruner_offline.features.symbols import psa_symbols
     from pruner_offline.features.tir_walk import walk
     from pruner_offline.tuning.candidates import features_batch

@@ -17,7 +17,7 @@ from tvm.s_tir.meta_schedule.runner import RunnerResult
 from pruner_offline.features import get_device
 from pruner_offline.features.draft_score import analytic_score, row_scores
 from pruner_offline.features.draft_templates import DraftTemplates, loop_structure, loop_structures, make_template
-from pruner_offline.features.native_skeleton import build, compiled
+from pruner_offline.features.native import build, compiled
 from pruner_offline.features.extract import featurize_prim_func
 from pruner_offline.features.symbols import PsaSymbols, TermBank, evaluate_terms, psa_symbols, unindexed_columns
 from pruner_offline.features.tir_walk import skeleton, walk
@@ -150,11 +150,11 @@ def test_the_native_skeleton_is_the_python_ones():
         assert a.draft_score == b.draft_score
 
 
-def test_a_native_skeleton_that_does_not_build_is_logged_not_raised(caplog, monkeypatch, tmp_path):
+def test_native_readers_that_do_not_build_are_logged_not_raised(caplog, monkeypatch, tmp_path):
     monkeypatch.setenv("TVM_FFI_CACHE_DIR", str(tmp_path))
-    with caplog.at_level(logging.WARNING, logger="pruner_offline.features.native_skeleton"):
-        assert build("this is not C++") is None
-    assert len(caplog.records) == 1 and "native loop skeleton not built" in caplog.text
+    with caplog.at_level(logging.WARNING, logger="pruner_offline.features.native"):
+        assert build(["this is not C++"]) is None
+    assert len(caplog.records) == 1 and "native TIR readers not built" in caplog.text
 
 
 def test_the_term_bank_gathers_each_programs_rows_padded():

@@ -10,6 +10,7 @@ from tvm import s_tir, tirx
 from .dataflow import dataflow_pattern
 from .devices import DeviceConstants, device_for
 from .draft_score import analytic_score
+from .native_walk import walks
 from .op_tag import op_tag_embedding
 from .per_store import per_store_features, per_store_features_of_many
 from .regions import lowered_as_per_store_feature
@@ -31,8 +32,10 @@ class FeatureAlignmentError(ValueError):
     """The TIR walk and PerStoreFeature disagree on the statements of a program."""
 
 
-def _aligned_walk(func: tirx.PrimFunc, n_rows: int) -> WalkResult:
-    walked = walk(func)
+def _aligned_walk(func: tirx.PrimFunc, n_rows: int, walked: WalkResult | None = None) -> WalkResult:
+    """walked: the program's walk when a caller already made it (natively, in a batch)."""
+    if walked is None:
+        walked = walk(func)
     if len(walked.rows) != n_rows:
         # PerStoreFeature's preprocessing can add statements (cross-thread reduction buffers) or
         # drop some (weight layout rewrites), which the walk then sees as the extractor does
@@ -43,24 +46,32 @@ def _aligned_walk(func: tirx.PrimFunc, n_rows: int) -> WalkResult:
     return walked
 
 
+def _main_or_none(sch: s_tir.Schedule) -> tirx.PrimFunc | None:
+    try:
+        return sch.mod["main"]
+    except Exception:  # noqa: BLE001 - featurize_prim_func reports it for this program alone
+        return None
+
+
 def _func(program: tirx.PrimFunc | s_tir.Schedule) -> tirx.PrimFunc:
     return program.mod["main"] if isinstance(program, s_tir.Schedule) else program
 
 
 def featurize_prim_func(program: tirx.PrimFunc | s_tir.Schedule, target_kind: str,
                         device: str | DeviceConstants | None = None,
-                        per_store: np.ndarray | None = None) -> ProgramFeatures:
+                        per_store: np.ndarray | None = None, walked: WalkResult | None = None) -> ProgramFeatures:
     """Features of one scheduled PrimFunc (or the Schedule holding it, which is faster) for target
     kind "cuda" (or another GPU kind) or "llvm".
 
     device: a name in devices.DEVICES or explicit DeviceConstants; defaults to devices.DEFAULT_DEVICE.
     Only the draft score depends on it.
-    per_store: the program's ``per_store_features`` when a caller already extracted them in a batch.
+    per_store, walked: the program's ``per_store_features`` and ``tir_walk.walk`` when a caller
+    already made them in a batch.
     """
     dev = device_for(target_kind, device)
     if per_store is None:
         per_store = per_store_features(program, target_kind)
-    walked = _aligned_walk(_func(program), len(per_store))
+    walked = _aligned_walk(_func(program), len(per_store), walked)
     symbols = psa_symbols(walked.rows, dev.is_gpu)
     return ProgramFeatures(
         statements=np.concatenate([per_store, op_tag_embedding(walked.rows)], axis=1),
@@ -83,10 +94,12 @@ def featurize_many(programs: list[tirx.PrimFunc | s_tir.Schedule], target_kind: 
         rows: list[np.ndarray | None] = per_store_features_of_many(schedules, target_kind, num_threads)
     except Exception:  # noqa: BLE001 - retried one by one below
         rows = [None] * len(programs)
+    # natively where it built; a program it cannot read is walked in Python, which says why
+    walked = walks([_main_or_none(sch) for sch in schedules]) or [None] * len(schedules)
     out: list[ProgramFeatures | Exception] = []
-    for sch, per_store in zip(schedules, rows):
+    for sch, per_store, program_walk in zip(schedules, rows, walked):
         try:
-            out.append(featurize_prim_func(sch, target_kind, device, per_store=per_store))
+            out.append(featurize_prim_func(sch, target_kind, device, per_store=per_store, walked=program_walk))
         except Exception as exc:  # noqa: BLE001 - TVM and alignment errors: one program must not end a run
             out.append(exc)
     return out

@@ -13,6 +13,7 @@ symbols and row i of the per-store features describe the same statement.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import tvm
 from tvm import tirx
@@ -25,12 +26,12 @@ from tvm.s_tir import SBlock, SBlockRealize
 SERIAL, UNROLLED, VECTORIZED, PARALLEL, VTHREAD, BLOCK_IDX, THREAD_IDX = (
     "serial", "unrolled", "vectorized", "parallel", "vthread", "blockIdx", "threadIdx")
 
-_BOUND = tirx.ForKind.THREAD_BINDING
+_BOUND = int(tirx.ForKind.THREAD_BINDING)
 _FOR_KIND = {
-    tirx.ForKind.SERIAL: SERIAL,
-    tirx.ForKind.UNROLLED: UNROLLED,
-    tirx.ForKind.VECTORIZED: VECTORIZED,
-    tirx.ForKind.PARALLEL: PARALLEL,
+    int(tirx.ForKind.SERIAL): SERIAL,
+    int(tirx.ForKind.UNROLLED): UNROLLED,
+    int(tirx.ForKind.VECTORIZED): VECTORIZED,
+    int(tirx.ForKind.PARALLEL): PARALLEL,
 }
 _FLOAT_OPS = (tirx.Add, tirx.Sub, tirx.Mul, tirx.Div, tirx.Mod, tirx.FloorDiv, tirx.FloorMod)
 _OTHER_FLOAT_OPS = (tirx.Max, tirx.Min)
@@ -85,8 +86,8 @@ def _visit_skeleton(stmt, add, add_extent, add_var) -> None:
     while True:  # down a chain of single bodies without recursing
         kind = type(stmt)
         if kind is tirx.For:
-            var, loop_kind, extent = stmt.loop_var, stmt.kind, stmt.extent
-            add((var.name, loop_kind, stmt.thread_binding.thread_tag if loop_kind == _BOUND else ""))
+            var, for_kind, extent = stmt.loop_var, stmt.kind, stmt.extent
+            add((var.name, for_kind, stmt.thread_binding.thread_tag if for_kind == _BOUND else ""))
             add_extent(extent.value if type(extent) is tirx.IntImm else 1)
             add_var(var)
             stmt = stmt.body
@@ -115,16 +116,16 @@ def _visit_skeleton(stmt, add, add_extent, add_var) -> None:
             return
 
 
-@dataclass(frozen=True)
-class Loop:
+# Loop, Access and Statement are named tuples: a walk makes ~40 of them per program, and a tuple
+# is made at a fraction of a frozen dataclass's cost (native_walk.py rebuilds them per program).
+class Loop(NamedTuple):
     key: int  # identity of the loop variable
     extent: int
     kind: str
     thread_tag: str  # "" unless bound to a thread axis
 
 
-@dataclass(frozen=True)
-class Access:
+class Access(NamedTuple):
     name: str
     scope: str
     elem_bytes: int
@@ -132,8 +133,7 @@ class Access:
     loop_keys: frozenset[int]  # loops whose variables appear in the indices
 
 
-@dataclass(frozen=True)
-class Statement:
+class Statement(NamedTuple):
     block: str
     loops: tuple[Loop, ...]  # outermost first
     write: Access
@@ -165,10 +165,11 @@ def _extent(expr) -> int:
     return int(expr.value) if isinstance(expr, tirx.IntImm) else 1
 
 
-def _loop_kind(loop: tirx.For) -> str:
-    if loop.kind != _BOUND:
-        return _FOR_KIND[loop.kind]
-    tag = loop.thread_binding.thread_tag
+def loop_kind(kind: int, thread_tag: str) -> str:
+    """The symbols' name of a loop of ForKind ``kind`` (bound to ``thread_tag`` if a thread)."""
+    if kind != _BOUND:
+        return _FOR_KIND[kind]
+    tag = thread_tag
     if tag.startswith("blockIdx"):
         return BLOCK_IDX
     if tag.startswith("threadIdx"):
@@ -217,7 +218,7 @@ class _Walker:
             key = hash(stmt.loop_var)
             self.var_loops[key] = frozenset((key,))
             tag = stmt.thread_binding.thread_tag if stmt.thread_binding is not None else ""
-            self.loops.append(Loop(key, _extent(stmt.extent), _loop_kind(stmt), tag))
+            self.loops.append(Loop(key, _extent(stmt.extent), loop_kind(int(stmt.kind), tag), tag))
             self.visit(stmt.body)
             self.loops.pop()
         elif isinstance(stmt, SBlockRealize):
