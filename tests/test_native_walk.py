@@ -13,10 +13,10 @@ import pytest
 from tvm import tirx
 
 from pruner_offline.build_store import FeaturizeSettings, plan_units
-from pruner_offline.features import extract
+from pruner_offline.features import native_walk
 from pruner_offline.features.extract import featurize_many
 from pruner_offline.features.native import compiled
-from pruner_offline.features.native_walk import walks
+from pruner_offline.features.native_walk import fast_walk, walks
 from pruner_offline.features.tir_walk import walk
 from pruner_offline.sources.base import open_source
 from pruner_offline.tuning.sampling import sample_candidates
@@ -86,7 +86,9 @@ def test_the_native_walk_is_the_python_walk_on_metaschedule_candidates():
 def test_what_the_native_walk_cannot_read_is_none_and_costs_the_others_nothing():
     func = gemm_shared_gpu()
     first, *others, last = walks([func, tirx.IntImm("int32", 1), SimpleNamespace(), func])
-    assert others == [None, None] and first == last == walk(func)
+    assert others == [None, None] and first == last == walk(func) == fast_walk(func)
+    with pytest.raises(AttributeError):  # the Python walk's own error for what is no PrimFunc
+        fast_walk(tirx.IntImm("int32", 1))
 
 
 def test_featurization_stores_the_same_arrays_through_either_walk(monkeypatch):
@@ -96,7 +98,7 @@ def test_featurization_stores_the_same_arrays_through_either_walk(monkeypatch):
     for kind, schedules in _replayed(path, per_unit=4).items():
         native = featurize_many(schedules, kind)
         with monkeypatch.context() as python_only:
-            python_only.setattr(extract, "walks", lambda funcs: None)
+            python_only.setattr(native_walk, "compiled", lambda: None)
             python = featurize_many(schedules, kind)
         for a, b in zip(native, python):
             assert not isinstance(a, Exception), a

@@ -36,7 +36,8 @@ from .gc_pause import gc_paused
 from .native_skeleton import skeletons
 from .symbols import (SymbolTerms, TermBank, evaluate_terms, symbol_terms, unindexed_columns,
                       with_index_columns)
-from .tir_walk import skeleton, walk
+from .native_walk import fast_walk
+from .tir_walk import skeleton
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,7 @@ def loop_structures(funcs: list[tirx.PrimFunc], native: bool = True) -> list[Opt
 
 
 def make_template(func: tirx.PrimFunc, structure: LoopStructure) -> SymbolTerms:
-    return symbol_terms(walk(func).rows, {hash(var): i for i, var in enumerate(structure.loop_vars)})
+    return symbol_terms(fast_walk(func).rows, {hash(var): i for i, var in enumerate(structure.loop_vars)})
 
 
 @dataclass

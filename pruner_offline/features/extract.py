@@ -10,13 +10,13 @@ from tvm import s_tir, tirx
 from .dataflow import dataflow_pattern
 from .devices import DeviceConstants, device_for
 from .draft_score import analytic_score
-from .native_walk import walks
+from .native_walk import fast_walk, walks
 from .op_tag import op_tag_embedding
 from .per_store import per_store_features, per_store_features_of_many
 from .regions import lowered_as_per_store_feature
 from .schema import FEATURE_SCHEMA_VERSION
 from .symbols import psa_symbols
-from .tir_walk import WalkResult, walk
+from .tir_walk import WalkResult
 
 
 @dataclass(frozen=True)
@@ -35,11 +35,11 @@ class FeatureAlignmentError(ValueError):
 def _aligned_walk(func: tirx.PrimFunc, n_rows: int, walked: WalkResult | None = None) -> WalkResult:
     """walked: the program's walk when a caller already made it (natively, in a batch)."""
     if walked is None:
-        walked = walk(func)
+        walked = fast_walk(func)
     if len(walked.rows) != n_rows:
         # PerStoreFeature's preprocessing can add statements (cross-thread reduction buffers) or
         # drop some (weight layout rewrites), which the walk then sees as the extractor does
-        walked = walk(lowered_as_per_store_feature(func, simplify=False))
+        walked = fast_walk(lowered_as_per_store_feature(func, simplify=False))
     if len(walked.rows) != n_rows:
         raise FeatureAlignmentError(
             f"PerStoreFeature found {n_rows} statements, the TIR walk {len(walked.rows)}")

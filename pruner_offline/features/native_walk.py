@@ -17,7 +17,7 @@ import tvm
 from tvm import tirx
 
 from .native import compiled
-from .tir_walk import Access, Loop, Statement, WalkResult, items, loop_kind
+from .tir_walk import Access, Loop, Statement, WalkResult, items, loop_kind, walk
 
 _COMM_REDUCE = int(tirx.IterVar.CommReduce)
 _FMA = tvm.ir.Op.get("tirx.fma")
@@ -38,6 +38,13 @@ def walks(funcs: list) -> Optional[list[Optional[WalkResult]]]:
         out.append(None if i in failed else _decode(ints[int_start:int_end], strings[string_start:string_end]))
         int_start, string_start = int_end, string_end
     return out
+
+
+def fast_walk(func: tirx.PrimFunc) -> WalkResult:
+    """tir_walk.walk(func), natively where it can; a program the native walk cannot read is walked
+    in Python, which raises what is wrong with it."""
+    native = walks([func])
+    return native[0] if native and native[0] is not None else walk(func)
 
 
 def _decode(ints: tuple, strings: list) -> WalkResult:
