@@ -79,7 +79,11 @@ class NativeTimes:
 
         def primitive(sch, name):
             got = getattr_(sch, name)  # a primitive comes back as a partial of the raw function
-            return self._timed(got, "schedule") if isinstance(got, functools.partial) else got
+            if not isinstance(got, functools.partial):
+                return got
+            timed = self._timed(got, "schedule")
+            setattr(sch, name, timed)  # where __getattr__ keeps the partial, for the next calls
+            return timed
 
         UncheckedSchedule.__getattr__ = primitive
         FeatureExtractor.extract_from = self._timed(extract, "extract")

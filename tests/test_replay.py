@@ -9,10 +9,13 @@ import pytest
 
 tvm = pytest.importorskip("tvm")
 
-from pruner_offline.replay import record_target, replay_record  # noqa: E402
+import tvm_ffi  # noqa: E402
+
+from pruner_offline.replay import api, record_target, replay_record  # noqa: E402
+from pruner_offline.replay.replayer import prefix_key  # noqa: E402
 from pruner_offline.replay.gpu import OVER_LIMITS, check_gpu_program  # noqa: E402
 from pruner_offline.tenset.records import Record, read_records  # noqa: E402
-from pruner_offline.tenset.steps import ComputeAtStep  # noqa: E402
+from pruner_offline.tenset.steps import CacheWriteStep, ComputeAtStep, ComputeInlineStep  # noqa: E402
 from pruner_offline.tenset.tasks import Task, load_all_tasks  # noqa: E402
 
 from conftest import tenset_mini_path  # noqa: E402
@@ -99,3 +102,32 @@ def test_record_of_another_task_is_refused():
     (task, _), (_, other) = LLVM[0], LLVM[-1]
     res = replay_record(task, other)
     assert not res.ok and res.reason == "record does not belong to task"
+
+
+def _from_the_start(task: Task, rec: Record) -> api.ReplayResult:
+    return api._replay(lambda: api._start(task), rec.steps)
+
+
+def test_records_replayed_from_a_shared_prefix_are_the_records_replayed_from_the_start():
+    """Records of a task that share their leading stage steps continue from one cached state
+    (replayer.prefix_key); the programs are the ones a replay from the start gives."""
+    api._after_prefix.cache_clear()
+    keyed = [(t, r) for t, r in LLVM + CUDA if prefix_key(r.steps)]
+    assert len(keyed) > 10 and any(isinstance(s, ComputeInlineStep) for _, r in keyed for s in prefix_key(r.steps))
+    for task, rec in keyed:
+        ours, start = replay_record(task, rec), _from_the_start(task, rec)
+        assert ours.ok and start.ok and tvm_ffi.structural_equal(ours.mod, start.mod), _id((task, rec))
+    assert api._after_prefix.cache_info().hits > 0  # the records did share prefixes
+
+
+def test_a_prefix_that_fails_is_reported_as_from_the_start():
+    """A cache_write after a loop step of its stage fails in the prefix: the record is replayed from
+    the start, which reports that step."""
+    task, rec = next((t, r) for t, r in CUDA if any(isinstance(s, CacheWriteStep) for s in prefix_key(r.steps)))
+    chw = next(s for s in rec.steps if isinstance(s, CacheWriteStep))
+    first_iter_split = ["SP", chw.stage, 0, 1, [1], 1]
+    bad = dataclasses.replace(rec, raw_steps=(first_iter_split, *rec.raw_steps))
+    assert prefix_key(bad.steps)
+    res, start = replay_record(task, bad), _from_the_start(task, bad)
+    assert not res.ok and (res.reason, res.detail) == (start.reason, start.detail)
+    assert res.reason == "cache_write after loop steps"

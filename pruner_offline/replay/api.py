@@ -21,7 +21,7 @@ from ..tenset.steps import Step, StepError
 from ..tenset.tasks import Task
 from ..tenset.te_graph import ComputeGraph
 from .compute import ComputeBuildError, build_prim_func
-from .replayer import Replayer, ReplayError, _first_line
+from .replayer import Replayer, ReplayError, _first_line, prefix_key
 
 
 @dataclass(frozen=True)
@@ -51,9 +51,17 @@ def _start(task: Task) -> Replayer:
     return Replayer.start(_base_func(task), task.graph)
 
 
-def _replay(start: Callable[[], Replayer], steps: Sequence[Step]) -> ReplayResult:
+@lru_cache(maxsize=256)
+def _after_prefix(task: Task, key: tuple) -> Replayer:
+    # a task's records mostly share their leading stage steps (replayer.prefix_key)
+    prefix = Replayer(_start(task), ())
+    prefix.apply_prefix(key)
+    return prefix
+
+
+def _replay(start: Callable[[], Replayer], steps: Sequence[Step], first: int = 0) -> ReplayResult:
     try:
-        return ReplayResult(Replayer(start(), steps).run())
+        return ReplayResult(Replayer(start(), steps).run(first))
     except ReplayError as exc:
         return ReplayResult(None, exc.category, exc.detail)
     except Exception as exc:  # a record must never take the run down
@@ -79,4 +87,12 @@ def replay_record(task: Task, record: Record) -> ReplayResult:
         return ReplayResult(None, "compute rebuild", str(exc))
     except Exception as exc:
         return ReplayResult(None, f"compute rebuild {type(exc).__name__}", _first_line(exc))
-    return _replay(partial(_start, task), steps)
+    key = prefix_key(steps)
+    if key:
+        try:
+            _after_prefix(task, key)
+        except Exception:  # noqa: BLE001 - replayed from the start, which says which step fails and why
+            key = ()
+    if not key:
+        return _replay(partial(_start, task), steps)
+    return _replay(partial(_after_prefix, task, key), steps, first=len(key))

@@ -20,8 +20,8 @@ and binds the kernel's outer loops, so attaching them in step order would size t
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Optional, Sequence
+from dataclasses import dataclass, field, replace
+from typing import NamedTuple, Optional, Sequence
 
 from tvm import s_tir, tirx
 
@@ -45,6 +45,36 @@ _PRAGMA_KEYS = ("pragma_auto_unroll_max_step", "pragma_unroll_explicit")
 
 _LOOP_STEPS = (st.SplitStep, st.FollowSplitStep, st.FollowFusedSplitStep, st.ReorderStep,
                st.FuseStep, st.AnnotationStep, st.PragmaStep)
+# steps that settle no stage (``settle``): what they do to the schedule does not depend on any
+# loop's length
+_STAGE_STEPS = (st.ComputeInlineStep, st.ComputeRootStep, st.CacheReadStep, st.CacheWriteStep,
+                st.StorageAlignStep)
+
+
+class _LoopStepAt(NamedTuple):
+    """A loop step in a prefix key: before any stage settles, all a loop step does is wait in its
+    stage's history, so its stage is all the state after it depends on."""
+
+    stage: int
+
+
+def prefix_key(steps: Sequence[st.Step]) -> tuple:
+    """What the replay's state after its leading stage steps depends on: those steps, and the loop
+    steps among them as their stages (``_LoopStepAt``), up to the last stage step before the first
+    step that settles a stage (compute_at, rfactor). Records of one task with the same key reach
+    the same state there (a task's records mostly share their inlining and caching; ~0.3 ms of
+    schedule primitives a cuda record); empty where no stage step leads."""
+    key: list = []
+    last = 0
+    for step in steps:
+        if isinstance(step, _LOOP_STEPS):
+            key.append(_LoopStepAt(step.stage))
+        elif isinstance(step, _STAGE_STEPS):
+            key.append(step)
+            last = len(key)
+        else:
+            break
+    return tuple(key[:last])
 
 
 class ReplayError(Exception):
@@ -85,10 +115,11 @@ class Replayer:
     works on a copy, which costs ~1% of building the schedule and resolving its stages again."""
 
     def __init__(self, start: "Replayer", steps: Sequence[st.Step]):
+        """start: ``Replayer.start``, or a replayer after ``apply_prefix`` of ``steps``' prefix key."""
         self.sch = start.sch.copy()  # the start's block and loop handles stay valid in the copy
         self.steps = steps
-        self.stages = [_Stage(s.buffer, s.block, list(s.iters)) for s in start.stages]
-        self.pragma_loops: list[s_tir.LoopRV] = []  # every loop a PR step annotated
+        self.stages = [replace(s, iters=list(s.iters), history=list(s.history)) for s in start.stages]
+        self.pragma_loops: list[s_tir.LoopRV] = []  # every loop a PR step annotated (none in a prefix)
 
     @classmethod
     def start(cls, func: tirx.PrimFunc, graph: ComputeGraph) -> "Replayer":
@@ -172,8 +203,17 @@ class Replayer:
             raise ReplayError("bad iterator index", f"{stage.buffer}[{index}] of {len(stage.iters)}")
         return stage.iters[index]
 
-    def run(self) -> s_tir.Schedule:
-        for i, step in enumerate(self.steps):
+    def apply_prefix(self, key: tuple) -> None:
+        """The state ``run`` reaches after the steps of ``prefix_key``'s ``key``."""
+        for index, step in enumerate(key):
+            if isinstance(step, _LoopStepAt):
+                self.stage(step.stage).history.append(index)
+            else:
+                self.apply(index, step)
+
+    def run(self, first: int = 0) -> s_tir.Schedule:
+        """first: the number of steps already applied (``apply_prefix``)."""
+        for i, step in enumerate(self.steps[first:], first):
             try:
                 self.apply(i, step)
             except ReplayError:
