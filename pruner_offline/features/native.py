@@ -17,6 +17,8 @@ import logging
 from pathlib import Path
 from typing import Optional, Sequence
 
+import tvm  # noqa: F401 - registers the TIR types the readers look up by key
+
 _SOURCES = ("native_reflect.cc", "native_skeleton.cc", "native_walk.cc")
 FUNCTIONS = ("loop_skeletons", "tir_walks")
 _log = logging.getLogger(__name__)
