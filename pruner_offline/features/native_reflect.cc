@@ -23,6 +23,7 @@ using tvm::ffi::Any;
 using tvm::ffi::Array;
 using tvm::ffi::ArrayObj;
 using tvm::ffi::Bytes;
+using tvm::ffi::Function;
 using tvm::ffi::Object;
 using tvm::ffi::Shape;
 using tvm::ffi::String;
@@ -107,5 +108,85 @@ class FieldByName {
   std::vector<const TVMFFIFieldInfo*> fields_;
   std::vector<bool> known_;
 };
+
+// The TIR node types and fields the readers use, found once per thread.
+struct TirFields {
+  int32_t prim_func, seq_stmt, for_, block_realize, block, buffer_store, if_then_else, bind, int_imm,
+      float_imm, var, tensor_load, call, prim_type;
+  std::vector<int32_t> arith, other, tests;
+  const TVMFFIFieldInfo *func_body, *seq, *loop_var, *extent, *kind, *for_body, *thread_binding,
+      *thread_tag, *realize_block, *iter_values, *iter_vars, *iv_var, *iter_type, *name_hint, *init,
+      *block_body, *store_buffer, *store_value, *store_indices, *then_case, *else_case, *bind_var,
+      *bind_value, *int_value, *var_name, *load_source, *call_op, *call_args, *expr_ty, *prim_dtype,
+      *buffer_dtype, *buffer_shape;
+  FieldByName body{"body"}, name{"name"};
+  Function storage_scope;
+
+  TirFields()
+      : prim_func(TypeIndexOf("tirx.PrimFunc")),
+        seq_stmt(TypeIndexOf("tirx.SeqStmt")),
+        for_(TypeIndexOf("tirx.For")),
+        block_realize(TypeIndexOf("s_tir.SBlockRealize")),
+        block(TypeIndexOf("s_tir.SBlock")),
+        buffer_store(TypeIndexOf("tirx.BufferStore")),
+        if_then_else(TypeIndexOf("tirx.IfThenElse")),
+        bind(TypeIndexOf("tirx.Bind")),
+        int_imm(TypeIndexOf("ir.IntImm")),
+        float_imm(TypeIndexOf("ir.FloatImm")),
+        var(TypeIndexOf("ir.Var")),
+        tensor_load(TypeIndexOf("ir.TensorLoad")),
+        call(TypeIndexOf("ir.Call")),
+        prim_type(TypeIndexOf("ir.PrimType")),
+        func_body(Field("tirx.PrimFunc", "body")),
+        seq(Field("tirx.SeqStmt", "seq")),
+        loop_var(Field("tirx.For", "loop_var")),
+        extent(Field("tirx.For", "extent")),
+        kind(Field("tirx.For", "kind")),
+        for_body(Field("tirx.For", "body")),
+        thread_binding(Field("tirx.For", "thread_binding")),
+        thread_tag(Field("tirx.IterVar", "thread_tag")),
+        realize_block(Field("s_tir.SBlockRealize", "block")),
+        iter_values(Field("s_tir.SBlockRealize", "iter_values")),
+        iter_vars(Field("s_tir.SBlock", "iter_vars")),
+        iv_var(Field("tirx.IterVar", "var")),
+        iter_type(Field("tirx.IterVar", "iter_type")),
+        name_hint(Field("s_tir.SBlock", "name_hint")),
+        init(Field("s_tir.SBlock", "init")),
+        block_body(Field("s_tir.SBlock", "body")),
+        store_buffer(Field("tirx.BufferStore", "buffer")),
+        store_value(Field("tirx.BufferStore", "value")),
+        store_indices(Field("tirx.BufferStore", "indices")),
+        then_case(Field("tirx.IfThenElse", "then_case")),
+        else_case(Field("tirx.IfThenElse", "else_case")),
+        bind_var(Field("tirx.Bind", "var")),
+        bind_value(Field("tirx.Bind", "value")),
+        int_value(Field("ir.IntImm", "value")),
+        var_name(Field("ir.Var", "name")),
+        load_source(Field("ir.TensorLoad", "source")),
+        call_op(Field("ir.Call", "op")),
+        call_args(Field("ir.Call", "args")),
+        expr_ty(Field("ir.Expr", "ty")),
+        prim_dtype(Field("ir.PrimType", "dtype")),
+        buffer_dtype(Field("tirx.BufferType", "dtype")),
+        buffer_shape(Field("tirx.BufferType", "shape")) {
+    for (const char* key : {"prim.Add", "prim.Sub", "prim.Mul", "prim.Div", "prim.Mod", "prim.FloorDiv",
+                            "prim.FloorMod"}) {
+      arith.push_back(TypeIndexOf(key));
+    }
+    for (const char* key : {"prim.Max", "prim.Min"}) other.push_back(TypeIndexOf(key));
+    for (const char* key : {"prim.LT", "prim.LE", "prim.GT", "prim.GE", "prim.EQ", "prim.NE", "prim.And",
+                            "prim.Or", "prim.Not"}) {
+      tests.push_back(TypeIndexOf(key));
+    }
+    auto scope = Function::GetGlobal("tirx.BufferStorageScope");
+    TVM_FFI_ICHECK(scope.has_value()) << "no tirx.BufferStorageScope";
+    storage_scope = *scope;
+  }
+};
+
+TirFields& Fields() {
+  thread_local TirFields fields;  // its FieldByName caches grow as it meets new types
+  return fields;
+}
 
 }  // namespace

@@ -10,41 +10,6 @@ void AppendSized(std::string* out, const String& text) {
   out->append(text.data(), text.size());
 }
 
-struct Reader {
-  int32_t prim_func, for_, block_realize, buffer_store, seq_stmt, if_then_else, bind, int_imm;
-  const TVMFFIFieldInfo *func_body, *loop_var, *kind, *extent, *for_body, *thread_binding,
-      *thread_tag, *var_name, *block, *init, *block_body, *buffer, *seq, *then_case, *else_case,
-      *int_value;
-  FieldByName body{"body"}, name{"name"};
-  int64_t thread_binding_kind = 0;
-
-  Reader()
-      : prim_func(TypeIndexOf("tirx.PrimFunc")),
-        for_(TypeIndexOf("tirx.For")),
-        block_realize(TypeIndexOf("s_tir.SBlockRealize")),
-        buffer_store(TypeIndexOf("tirx.BufferStore")),
-        seq_stmt(TypeIndexOf("tirx.SeqStmt")),
-        if_then_else(TypeIndexOf("tirx.IfThenElse")),
-        bind(TypeIndexOf("tirx.Bind")),
-        int_imm(TypeIndexOf("ir.IntImm")),
-        func_body(Field("tirx.PrimFunc", "body")),
-        loop_var(Field("tirx.For", "loop_var")),
-        kind(Field("tirx.For", "kind")),
-        extent(Field("tirx.For", "extent")),
-        for_body(Field("tirx.For", "body")),
-        thread_binding(Field("tirx.For", "thread_binding")),
-        thread_tag(Field("tirx.IterVar", "thread_tag")),
-        var_name(Field("ir.Var", "name")),
-        block(Field("s_tir.SBlockRealize", "block")),
-        init(Field("s_tir.SBlock", "init")),
-        block_body(Field("s_tir.SBlock", "body")),
-        buffer(Field("tirx.BufferStore", "buffer")),
-        seq(Field("tirx.SeqStmt", "seq")),
-        then_case(Field("tirx.IfThenElse", "then_case")),
-        else_case(Field("tirx.IfThenElse", "else_case")),
-        int_value(Field("ir.IntImm", "value")) {}
-};
-
 // One program's skeleton. The key is tir_walk.skeleton's shape list written out without ambiguity
 // (names carry their length): a loop "F<kind>,<len>:<var name><len>:<thread tag>", a store
 // "S<len>:<buffer name>", a statement list "Q<length>;".
@@ -54,7 +19,7 @@ struct Skeleton {
   Array<Any> loop_vars;
 };
 
-void Visit(Reader& r, const Object* stmt, Skeleton* out) {
+void Visit(TirFields& r, int64_t thread_binding_kind, const Object* stmt, Skeleton* out) {
   while (stmt != nullptr) {  // down a chain of single bodies without recursing
     int32_t type = stmt->type_index();
     if (type == r.for_) {
@@ -65,7 +30,7 @@ void Visit(Reader& r, const Object* stmt, Skeleton* out) {
       out->key += std::to_string(kind);
       out->key += ',';
       AppendSized(&out->key, Get(var.as<Object>(), r.var_name).cast<String>());
-      if (kind == r.thread_binding_kind) {
+      if (kind == thread_binding_kind) {
         AppendSized(&out->key, Get(Required(stmt, r.thread_binding), r.thread_tag).cast<String>());
       } else {
         out->key += "0:";
@@ -77,12 +42,12 @@ void Visit(Reader& r, const Object* stmt, Skeleton* out) {
       out->loop_vars.push_back(std::move(var));
       stmt = Node(stmt, r.for_body);
     } else if (type == r.block_realize) {
-      const Object* block = Required(stmt, r.block);
-      Visit(r, Node(block, r.init), out);
+      const Object* block = Required(stmt, r.realize_block);
+      Visit(r, thread_binding_kind, Node(block, r.init), out);
       stmt = Node(block, r.block_body);
     } else if (type == r.buffer_store) {
       out->key += 'S';
-      const Object* buffer = Required(stmt, r.buffer);
+      const Object* buffer = Required(stmt, r.store_buffer);
       const TVMFFIFieldInfo* name = r.name.Of(buffer->type_index());
       TVM_FFI_ICHECK(name != nullptr) << "a buffer without a name";
       AppendSized(&out->key, Get(buffer, name).cast<String>());
@@ -94,10 +59,10 @@ void Visit(Reader& r, const Object* stmt, Skeleton* out) {
       out->key += 'Q';
       out->key += std::to_string(items->size());
       out->key += ';';
-      for (const Any& item : *items) Visit(r, item.as<Object>(), out);
+      for (const Any& item : *items) Visit(r, thread_binding_kind, item.as<Object>(), out);
       return;
     } else if (type == r.if_then_else) {
-      Visit(r, Node(stmt, r.then_case), out);
+      Visit(r, thread_binding_kind, Node(stmt, r.then_case), out);
       stmt = Node(stmt, r.else_case);
     } else {
       const TVMFFIFieldInfo* body = type == r.bind ? nullptr : r.body.Of(type);
@@ -112,9 +77,7 @@ void Visit(Reader& r, const Object* stmt, Skeleton* out) {
 // loops (bytes: per program `stride` bytes, bit i set where loop i has extent 1), stride, loop
 // variables (an array per program), indices of the programs that could not be read].
 Array<Any> loop_skeletons(const Array<Any>& funcs, int64_t thread_binding_kind) {
-  // per thread: its field caches grow as it meets new types, and FFI calls may run in parallel
-  thread_local Reader reader;
-  reader.thread_binding_kind = thread_binding_kind;
+  TirFields& reader = Fields();
   std::string keys;
   std::vector<int64_t> key_ends, extents, loop_ends, failed;
   Array<Any> loop_vars;
@@ -124,7 +87,7 @@ Array<Any> loop_skeletons(const Array<Any>& funcs, int64_t thread_binding_kind) 
     const Object* func = funcs[i].as<Object>();
     try {
       TVM_FFI_ICHECK(func != nullptr && func->type_index() == reader.prim_func) << "not a PrimFunc";
-      Visit(reader, Node(func, reader.func_body), &program);
+      Visit(reader, thread_binding_kind, Node(func, reader.func_body), &program);
     } catch (const std::exception&) {
       failed.push_back(static_cast<int64_t>(i));
       program = Skeleton();

@@ -1,13 +1,12 @@
 // tir_walk.walk of scheduled PrimFuncs read in C++, a batch in one call, with native_reflect.cc's
 // readers. Expressions are walked with tvm-ffi's own structural walk, the engine that
 // tvm_ffi.structural_walk runs for the Python walk, so both see the same nodes in the same order.
-// native_walk.py documents what is returned and rebuilds the walk's dataclasses from it;
+// native_walk.py documents what is returned and rebuilds the walk's named tuples from it;
 // tir_walk.walk is the reference, and a change there is one here.
 
 namespace {
 
 using tvm::ffi::AnyView;
-using tvm::ffi::Function;
 
 using Keys = std::vector<int64_t>;  // loop variables' identities, sorted, each once
 
@@ -19,80 +18,6 @@ void Unite(Keys* into, const Keys& from) {
 }
 
 int64_t Identity(const Object* node) { return static_cast<int64_t>(reinterpret_cast<uintptr_t>(node)); }
-
-struct WalkFields {
-  int32_t prim_func, seq_stmt, for_, block_realize, block, buffer_store, if_then_else, bind, int_imm,
-      float_imm, var, tensor_load, call, prim_type;
-  std::vector<int32_t> arith, other, tests;
-  const TVMFFIFieldInfo *func_body, *seq, *loop_var, *extent, *kind, *for_body, *thread_binding,
-      *thread_tag, *realize_block, *iter_values, *iter_vars, *iv_var, *iter_type, *name_hint, *init,
-      *block_body, *store_buffer, *store_value, *store_indices, *then_case, *else_case, *bind_var,
-      *bind_value, *int_value, *var_name, *load_source, *call_op, *call_args, *expr_ty, *prim_dtype,
-      *buffer_dtype, *buffer_shape;
-  FieldByName body{"body"};
-  Function storage_scope;
-
-  WalkFields()
-      : prim_func(TypeIndexOf("tirx.PrimFunc")),
-        seq_stmt(TypeIndexOf("tirx.SeqStmt")),
-        for_(TypeIndexOf("tirx.For")),
-        block_realize(TypeIndexOf("s_tir.SBlockRealize")),
-        block(TypeIndexOf("s_tir.SBlock")),
-        buffer_store(TypeIndexOf("tirx.BufferStore")),
-        if_then_else(TypeIndexOf("tirx.IfThenElse")),
-        bind(TypeIndexOf("tirx.Bind")),
-        int_imm(TypeIndexOf("ir.IntImm")),
-        float_imm(TypeIndexOf("ir.FloatImm")),
-        var(TypeIndexOf("ir.Var")),
-        tensor_load(TypeIndexOf("ir.TensorLoad")),
-        call(TypeIndexOf("ir.Call")),
-        prim_type(TypeIndexOf("ir.PrimType")),
-        func_body(Field("tirx.PrimFunc", "body")),
-        seq(Field("tirx.SeqStmt", "seq")),
-        loop_var(Field("tirx.For", "loop_var")),
-        extent(Field("tirx.For", "extent")),
-        kind(Field("tirx.For", "kind")),
-        for_body(Field("tirx.For", "body")),
-        thread_binding(Field("tirx.For", "thread_binding")),
-        thread_tag(Field("tirx.IterVar", "thread_tag")),
-        realize_block(Field("s_tir.SBlockRealize", "block")),
-        iter_values(Field("s_tir.SBlockRealize", "iter_values")),
-        iter_vars(Field("s_tir.SBlock", "iter_vars")),
-        iv_var(Field("tirx.IterVar", "var")),
-        iter_type(Field("tirx.IterVar", "iter_type")),
-        name_hint(Field("s_tir.SBlock", "name_hint")),
-        init(Field("s_tir.SBlock", "init")),
-        block_body(Field("s_tir.SBlock", "body")),
-        store_buffer(Field("tirx.BufferStore", "buffer")),
-        store_value(Field("tirx.BufferStore", "value")),
-        store_indices(Field("tirx.BufferStore", "indices")),
-        then_case(Field("tirx.IfThenElse", "then_case")),
-        else_case(Field("tirx.IfThenElse", "else_case")),
-        bind_var(Field("tirx.Bind", "var")),
-        bind_value(Field("tirx.Bind", "value")),
-        int_value(Field("ir.IntImm", "value")),
-        var_name(Field("ir.Var", "name")),
-        load_source(Field("ir.TensorLoad", "source")),
-        call_op(Field("ir.Call", "op")),
-        call_args(Field("ir.Call", "args")),
-        expr_ty(Field("ir.Expr", "ty")),
-        prim_dtype(Field("ir.PrimType", "dtype")),
-        buffer_dtype(Field("tirx.BufferType", "dtype")),
-        buffer_shape(Field("tirx.BufferType", "shape")) {
-    for (const char* key : {"prim.Add", "prim.Sub", "prim.Mul", "prim.Div", "prim.Mod", "prim.FloorDiv",
-                            "prim.FloorMod"}) {
-      arith.push_back(TypeIndexOf(key));
-    }
-    for (const char* key : {"prim.Max", "prim.Min"}) other.push_back(TypeIndexOf(key));
-    for (const char* key : {"prim.LT", "prim.LE", "prim.GT", "prim.GE", "prim.EQ", "prim.NE", "prim.And",
-                            "prim.Or", "prim.Not"}) {
-      tests.push_back(TypeIndexOf(key));
-    }
-    auto scope = Function::GetGlobal("tirx.BufferStorageScope");
-    TVM_FFI_ICHECK(scope.has_value()) << "no tirx.BufferStorageScope";
-    storage_scope = *scope;
-  }
-};
 
 bool IsAny(const Object* node, const std::vector<int32_t>& types) {
   for (int32_t type : types) {
@@ -127,7 +52,7 @@ struct Statement {
 
 class Walker {
  public:
-  Walker(WalkFields& f, int64_t comm_reduce, const Object* fma, const Object* if_then_else_op)
+  Walker(TirFields& f, int64_t comm_reduce, const Object* fma, const Object* if_then_else_op)
       : f_(f), comm_reduce_(comm_reduce), fma_(fma), if_then_else_(if_then_else_op) {
     blocks_.push_back({Text(String("")), false});
   }
@@ -351,7 +276,7 @@ class Walker {
     return index;
   }
 
-  WalkFields& f_;
+  TirFields& f_;
   int64_t comm_reduce_;
   const Object *fma_, *if_then_else_;
   std::unordered_map<const Object*, Keys> var_loops_;
@@ -374,7 +299,7 @@ class Walker {
 // (Walker::Encode of each program, joined), their ends, strings (joined), their ends, indices of
 // the programs that could not be read].
 Array<Any> tir_walks(const Array<Any>& funcs, int64_t comm_reduce, const Any& fma, const Any& if_then_else) {
-  thread_local WalkFields fields;
+  TirFields& fields = Fields();
   std::vector<int64_t> ints, int_ends, string_ends, failed;
   Array<Any> strings;
   for (size_t i = 0; i < funcs.size(); ++i) {
