@@ -85,6 +85,13 @@ const Object* Required(const Object* node, const TVMFFIFieldInfo* field) {
   return value;
 }
 
+// An element of an Array (a statement, an iterator, a buffer) as a node: an error where it is none.
+const Object* RequiredItem(const Any& item) {
+  const Object* node = item.as<Object>();
+  TVM_FFI_ICHECK(node != nullptr) << "a missing node";
+  return node;
+}
+
 // A field found by name in whatever type holds it, looked up once per type (the statements the
 // walk passes through by their body: AttrStmt, DeclBuffer, While...; the buffers whose names it reads).
 class FieldByName {

@@ -63,7 +63,7 @@ class Walker {
       Any seq = Get(stmt, f_.seq);
       const ArrayObj* items = seq.as<ArrayObj>();
       TVM_FFI_ICHECK(items != nullptr) << "a statement list without its statements";
-      for (const Any& item : *items) Visit(Required(item));
+      for (const Any& item : *items) Visit(RequiredItem(item));
     } else if (IsInstance(stmt, f_.for_)) {
       const Object* var = Required(stmt, f_.loop_var);
       int64_t key = Identity(var);
@@ -110,15 +110,6 @@ class Walker {
   const std::vector<String>& strings() const { return strings_; }
 
  private:
-  static const Object* Required(const Any& item) {
-    const Object* node = item.as<Object>();
-    TVM_FFI_ICHECK(node != nullptr) << "a missing node";
-    return node;
-  }
-  const Object* Required(const Object* node, const TVMFFIFieldInfo* field) const {
-    return ::Required(node, field);
-  }
-
   static void Encode(const Access& a, std::vector<int64_t>* out) {
     out->push_back(a.buffer);
     out->push_back(static_cast<int64_t>(a.keys.size()));
@@ -170,7 +161,7 @@ class Walker {
     TVM_FFI_ICHECK(ivs != nullptr && bound != nullptr) << "a block without its iterators";
     bool has_reduce = false;
     for (size_t i = 0; i < std::min(ivs->size(), bound->size()); ++i) {
-      const Object* iv = Required((*ivs)[i]);
+      const Object* iv = RequiredItem((*ivs)[i]);
       var_loops_[Required(iv, f_.iv_var)] = KeysOf((*bound)[i]);
       has_reduce |= Get(iv, f_.iter_type).cast<int64_t>() == comm_reduce_;
     }
@@ -226,7 +217,7 @@ class Walker {
     Any written = Get(store, f_.store_buffer);
     s.write = Access{BufferIndex(written), KeysOf(Get(store, f_.store_indices))};
     for (auto& [buffer, keys] : loads) {
-      String name = Get(Required(buffer), f_.var_name).cast<String>();
+      String name = Get(RequiredItem(buffer), f_.var_name).cast<String>();
       auto read = std::find_if(s.reads.begin(), s.reads.end(), [&](const auto& r) { return r.first == name; });
       if (read == s.reads.end()) {
         s.reads.emplace_back(name, Access{BufferIndex(buffer), std::move(keys)});
@@ -255,7 +246,7 @@ class Walker {
   }
 
   int64_t BufferIndex(const Any& handle) {
-    const Object* buffer = Required(handle);
+    const Object* buffer = RequiredItem(handle);
     auto found = buffer_index_.find(buffer);
     if (found != buffer_index_.end()) return found->second;
     const Object* type = Required(buffer, f_.expr_ty);

@@ -169,10 +169,9 @@ def loop_kind(kind: int, thread_tag: str) -> str:
     """The symbols' name of a loop of ForKind ``kind`` (bound to ``thread_tag`` if a thread)."""
     if kind != _BOUND:
         return _FOR_KIND[kind]
-    tag = thread_tag
-    if tag.startswith("blockIdx"):
+    if thread_tag.startswith("blockIdx"):
         return BLOCK_IDX
-    if tag.startswith("threadIdx"):
+    if thread_tag.startswith("threadIdx"):
         return THREAD_IDX
     return VTHREAD
 

@@ -90,9 +90,9 @@ def replay_record(task: Task, record: Record) -> ReplayResult:
     key = prefix_key(steps)
     if key:
         try:
-            _after_prefix(task, key)
+            after = _after_prefix(task, key)
         except Exception:  # noqa: BLE001 - replayed from the start, which says which step fails and why
-            key = ()
-    if not key:
-        return _replay(partial(_start, task), steps)
-    return _replay(partial(_after_prefix, task, key), steps, first=len(key))
+            pass
+        else:
+            return _replay(lambda: after, steps, first=len(key))
+    return _replay(partial(_start, task), steps)
