@@ -64,6 +64,10 @@ def stage_names(graph: g.ComputeGraph) -> list[str]:
     return names
 
 
+def _reads_tensor(e: g.Expr) -> bool:
+    return isinstance(e, g.Load) or any(_reads_tensor(c) for c in g.expr_children(e))
+
+
 class _Builder:
     def __init__(self, graph: g.ComputeGraph):
         self.graph = graph
@@ -109,9 +113,12 @@ class _Builder:
         if isinstance(b, int):
             return tirx.IntImm("int32", b)
         folded = self.analyzer.simplify(self.expr(b))
-        if not isinstance(folded, tirx.IntImm):
-            raise ComputeBuildError(f"loop extent is not constant: {folded}")
-        return folded
+        if isinstance(folded, tirx.IntImm):
+            return folded
+        if _reads_tensor(b):  # (printing such an extent makes TVM log a warning per tensor load)
+            raise ComputeBuildError("a loop extent depends on tensor values (a sparse operator's reduction over "
+                                    "its index buffer), which TIR's block loops cannot express as Ansor's stage did")
+        raise ComputeBuildError(f"loop extent is not constant: {folded}")
 
     def iter_var(self, axis: g.IterAxis) -> tirx.IterVar:
         dom = tvm.ir.Range.from_min_extent(self.bound(axis.min), self.bound(axis.extent))
