@@ -1,6 +1,6 @@
 """Build ``datasets/ansor-public-history``: every Ansor record line TVM's auto-scheduler tutorials
-ever published (each version of their ``ci_logs`` in TVM's git history, log formats v0.2 to v0.6),
-in TenSet's layout, with the task pickles to rebuild each compute and Ansor's own features of
+ever published (each version of their ``ci_logs`` in TVM's git history, log formats v0.2 to v0.6)
+and the record lines TVM's own unit tests embedded (v0.1, v0.6), in TenSet's layout, with the task pickles to rebuild each compute and Ansor's own features of
 every line under ``oracle/``. The replay tests read it: records of four Ansor versions that
 nobody on this project produced.
 
@@ -14,9 +14,9 @@ Tasks:
   take the task of ``datasets/ansor-public-logs`` with the same target kind and the same
   flattened shapes, where exactly one has them. Older lines (v0.3) key by a bare hash of a
   compute DAG an older TVM fused differently: most match no task we have, so none is kept.
-- the operator tutorials' workloads (``matmul_add``, ``conv2d_layer``, ``sparse_dense``, keyed by
-  function name and arguments) are rebuilt from the tutorials' definitions and keyed by their
-  compute DAG, as TenSet keys its tasks.
+- the operator tutorials' and tests' workloads (``matmul_add``, ``conv2d_layer``, ``sparse_dense``,
+  ``matmul_auto_scheduler_test``, keyed by function name and arguments) are rebuilt from their
+  definitions in TVM and keyed by their compute DAG, as TenSet keys its tasks.
 Only the workload key of a line is rewritten; targets, hardware params, steps and costs are the
 published bytes. The oracle's records get the target string hhb-tvm's parser accepts (as
 ansor-public-logs' oracle README says; target options do not enter the features).
@@ -25,6 +25,7 @@ ansor-public-logs' oracle README says; target options do not enter the features)
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import pickle
 import subprocess
@@ -43,6 +44,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ansor_measure import write_oracle  # noqa: E402
 
 LOG_DIRS = ("gallery/how_to/tune_with_autoscheduler/ci_logs", "tutorials/auto_scheduler/ci_logs")
+# the last commit with Ansor's unit tests (the next one removed them), and the tests holding record lines
+UNIT_TESTS = ("bd67d2e5eb^", ("tests/python/unittest/test_auto_scheduler_feature.py",
+                              "tests/python/unittest/test_auto_scheduler_search_task.py",
+                              "tests/python/unittest/test_tir_transform_common_subexpr_elim.py"))
 NETWORK_LOGS = ("resnet-18-NHWC-B1-cuda.json", "resnet-18-NHWC-B1.json", "resnet-50-NHWC-B1-llvm.json")
 # hardware params of a line too old to carry them (v0.2): Ansor's defaults for the kind
 DEFAULT_HW = {"llvm": [-1, 64, 64, 0, 0, 0, 0, 0], "cuda": [-1, 16, 64, 49152, 2147483647, 1024, 8, 32]}
@@ -77,7 +82,16 @@ def sparse_dense(M, N, K, w_data_shape, w_indices_shape, w_indptr_shape, dtype):
     return [X, W_data, W_indices, W_indptr, B, topi.nn.relu(out)]
 
 
-OPERATORS = {"matmul_add": matmul_add, "conv2d_layer": conv2d_layer, "sparse_dense": sparse_dense}
+def matmul_auto_scheduler_test(N, M, K):  # tvm.testing.auto_scheduler's
+    A = te.placeholder((N, K), name="A")
+    B = te.placeholder((K, M), name="B")
+    k = te.reduce_axis((0, K), name="k")
+    return [A, B, te.compute((N, M), lambda i, j: te.sum(A[i][k] * B[k][j], axis=[k]), name="C",
+                             attrs={"layout_free_placeholders": [B]})]
+
+
+OPERATORS = {"matmul_add": matmul_add, "conv2d_layer": conv2d_layer, "sparse_dense": sparse_dense,
+             "matmul_auto_scheduler_test": matmul_auto_scheduler_test}
 
 
 def published_lines(tvm_git: Path) -> dict[str, list[str]]:
@@ -94,6 +108,12 @@ def published_lines(tvm_git: Path) -> dict[str, list[str]]:
                 text = subprocess.run(git + ["show", f"{commit}:{log_dir}/{name}"], capture_output=True,
                                       text=True).stdout
                 out[name].update((line, None) for line in text.splitlines() if line.startswith("{"))
+    commit, paths = UNIT_TESTS
+    for path in paths:  # string constants of the test sources that are record lines
+        source = subprocess.run(git + ["show", f"{commit}:{path}"], check=True, capture_output=True, text=True).stdout
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.lstrip().startswith('{"i"'):
+                out["unit-tests.json"].update((line.strip(), None) for line in node.value.splitlines() if line.strip())
     return {name: sorted(lines) for name, lines in out.items()}
 
 

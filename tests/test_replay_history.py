@@ -1,5 +1,6 @@
-"""Replay of every Ansor record TVM's tutorials ever published (datasets/ansor-public-history: log
-formats v0.2 to v0.6, several schedules per task, measured by others on their machines).
+"""Replay of every Ansor record TVM's tutorials ever published and its unit tests embedded
+(datasets/ansor-public-history: log formats v0.1 to v0.6, several schedules per task, measured by
+others on their machines).
 
 All of them replay but the sparse operator, whose reduction extent is read from an index buffer;
 the Ansor view agrees with Ansor's own features as closely as on ansor-public-logs; and one line
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 tvm = pytest.importorskip("tvm")
@@ -57,20 +59,20 @@ def tasks():
     return load_task_index(discover(DATA)).tasks
 
 
-def test_the_history_spans_four_log_versions_and_both_targets():
+def test_the_history_spans_five_log_versions_and_both_targets():
     assert {(r.target_kind, r.version) for _, r in RECORDS} == {
         ("llvm", "v0.2"), ("llvm", "v0.3"), ("llvm", "v0.5"), ("llvm", "v0.6"),
-        ("cuda", "v0.2"), ("cuda", "v0.5"), ("cuda", "v0.6")}
-    assert len(RECORDS) == 129
+        ("cuda", "v0.1"), ("cuda", "v0.2"), ("cuda", "v0.5"), ("cuda", "v0.6")}
+    assert len(RECORDS) == 132
 
 
 def test_every_line_replays_but_the_sparse_operator(report):
     llvm, cuda = report.by_target["llvm"], report.by_target["cuda"]
-    assert (llvm.programs, llvm.replayed, llvm.no_oracle) == (58, 56, 0)
+    assert (llvm.programs, llvm.replayed, llvm.no_oracle) == (60, 58, 0)
     assert dict(llvm.failures) == {"compute rebuild": 2}  # the two sparse_dense lines
-    # the v0.2 conv2d line has no oracle (Ansor gives no features without hardware params);
-    # test_one_line_of_each_version_computes_or_compiles replays it
-    assert (cuda.programs, cuda.replayed, cuda.no_oracle, dict(cuda.failures)) == (71, 70, 1, {})
+    # the v0.1 and v0.2 cuda lines have no oracle (Ansor gives no features without hardware
+    # params); test_one_line_of_each_version_computes_or_compiles replays them
+    assert (cuda.programs, cuda.replayed, cuda.no_oracle, dict(cuda.failures)) == (72, 70, 2, {})
 
 
 def test_the_gpu_verdicts_agree_with_ansors(report):
@@ -106,3 +108,20 @@ def test_the_sparse_operator_fails_with_its_reason(tasks):
     res = replay_record(tasks[(rec.workload_key.text, rec.target_kind)], rec)
     assert (res.ok, res.reason) == (False, "compute rebuild")
     assert "depends on" in res.detail and "sparse" in res.detail
+
+
+def test_the_v01_line_has_the_thread_extents_tvms_own_test_expected(tasks):
+    # TVM's test_auto_scheduler_feature.py (test_gpu_feature) lowers this record and expects
+    # blockIdx.x 8, vthread 4, threadIdx.x 16, and no threadIdx.y or blockIdx.z
+    from pruner_offline.features.per_store import per_store_features
+    from pruner_offline.features.schema import PER_STORE_COLUMNS
+
+    (rec,) = [r for _, r in RECORDS if r.version == "v0.1"]
+    res = replay_record(tasks[(rec.workload_key.text, rec.target_kind)], rec)
+    assert res.ok, res.reason
+    rows = per_store_features(res.schedule, "cuda")
+    expect = {"blockIdx_x_len": 8, "vthread_len": 4, "threadIdx_x_len": 16, "threadIdx_y_len": 1,
+              "blockIdx_z_len": 1}
+    for name, extent in expect.items():
+        assert np.allclose(rows[:, PER_STORE_COLUMNS.index(name)], np.log2(extent + 1)), name
+    assert (rows[:, PER_STORE_COLUMNS.index("is_gpu")] == 1).all()
