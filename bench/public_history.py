@@ -7,13 +7,21 @@ nobody on this project produced.
 Runs under an interpreter with hhb-tvm (TVM 0.16 with Ansor, Python 3.10), never the package's:
 
     git clone https://github.com/apache/tvm /tmp/tvm-git      # the history, not a build
-    /tmp/ansor/bin/python bench/public_history.py /tmp/tvm-git datasets/ansor-public-history
+    python bench/public_history_candidates.py /tmp/tvm-git /tmp/candidates.json
+    /tmp/ansor/bin/python bench/public_history.py /tmp/tvm-git datasets/ansor-public-history \
+        --candidates /tmp/candidates.json
 
 Tasks:
 - the ResNet lines whose workload key carries the shapes (``[hash, shapes...]``: v0.5 and v0.6)
   take the task of ``datasets/ansor-public-logs`` with the same target kind and the same
-  flattened shapes, where exactly one has them. Older lines (v0.3) key by a bare hash of a
-  compute DAG an older TVM fused differently: most match no task we have, so none is kept.
+  flattened shapes, where exactly one has them.
+- older ResNet lines (v0.3) key by a bare hash of a compute DAG an older TVM built. One takes the
+  task that is the only one to fit it: our replay of the line on the task succeeds
+  (``--candidates``, from bench/public_history_candidates.py) and every split before the first
+  attach step (CA, CR, CI) records the extent Ansor's own bound inference gives that loop after
+  the steps before it. (Later splits may record extents of loops that a later attach moved.) On
+  the 122 lines whose task is known by shapes, the true task always fits, and where exactly one
+  task fits (86 of them) it is the true one.
 - the operator tutorials' and tests' workloads (``matmul_add``, ``conv2d_layer``, ``sparse_dense``,
   ``matmul_auto_scheduler_test``, keyed by function name and arguments) are rebuilt from their
   definitions in TVM and keyed by their compute DAG, as TenSet keys its tasks.
@@ -25,10 +33,8 @@ ansor-public-logs' oracle README says; target options do not enter the features)
 from __future__ import annotations
 
 import argparse
-import ast
 import json
 import pickle
-import subprocess
 import sys
 import tempfile
 import types
@@ -38,17 +44,13 @@ from pathlib import Path
 # tvm.topi imports relay, whose hhb frontends need tflite; the computes below need neither
 sys.modules["tvm.relay.frontend"] = types.ModuleType("tvm.relay.frontend")
 
+import tvm  # noqa: E402
 from tvm import auto_scheduler, te, topi  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ansor_measure import write_oracle  # noqa: E402
+from public_history_candidates import NETWORK_LOGS, PUBLIC_TASKS, bare_hash, published_lines  # noqa: E402
 
-LOG_DIRS = ("gallery/how_to/tune_with_autoscheduler/ci_logs", "tutorials/auto_scheduler/ci_logs")
-# the last commit with Ansor's unit tests (the next one removed them), and the tests holding record lines
-UNIT_TESTS = ("bd67d2e5eb^", ("tests/python/unittest/test_auto_scheduler_feature.py",
-                              "tests/python/unittest/test_auto_scheduler_search_task.py",
-                              "tests/python/unittest/test_tir_transform_common_subexpr_elim.py"))
-NETWORK_LOGS = ("resnet-18-NHWC-B1-cuda.json", "resnet-18-NHWC-B1.json", "resnet-50-NHWC-B1-llvm.json")
 # hardware params of a line too old to carry them (v0.2): Ansor's defaults for the kind
 DEFAULT_HW = {"llvm": [-1, 64, 64, 0, 0, 0, 0, 0], "cuda": [-1, 16, 64, 49152, 2147483647, 1024, 8, 32]}
 
@@ -94,27 +96,27 @@ OPERATORS = {"matmul_add": matmul_add, "conv2d_layer": conv2d_layer, "sparse_den
              "matmul_auto_scheduler_test": matmul_auto_scheduler_test}
 
 
-def published_lines(tvm_git: Path) -> dict[str, list[str]]:
-    """Every distinct record line of each tutorial log, over all commits that touched one."""
-    git = ["git", "-C", str(tvm_git)]
-    out: dict[str, dict[str, None]] = defaultdict(dict)
-    for log_dir in LOG_DIRS:
-        commits = subprocess.run(git + ["log", "--all", "--format=%H", "--", log_dir], check=True,
-                                 capture_output=True, text=True).stdout.split()
-        for commit in commits:
-            names = subprocess.run(git + ["ls-tree", "--name-only", f"{commit}:{log_dir}"],
-                                   capture_output=True, text=True).stdout.split()
-            for name in names:
-                text = subprocess.run(git + ["show", f"{commit}:{log_dir}/{name}"], capture_output=True,
-                                      text=True).stdout
-                out[name].update((line, None) for line in text.splitlines() if line.startswith("{"))
-    commit, paths = UNIT_TESTS
-    for path in paths:  # string constants of the test sources that are record lines
-        source = subprocess.run(git + ["show", f"{commit}:{path}"], check=True, capture_output=True, text=True).stdout
-        for node in ast.walk(ast.parse(source)):
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.lstrip().startswith('{"i"'):
-                out["unit-tests.json"].update((line.strip(), None) for line in node.value.splitlines() if line.strip())
-    return {name: sorted(lines) for name, lines in out.items()}
+def splits_fit(task: auto_scheduler.SearchTask, record: dict) -> bool:
+    """Every split before the record's first attach step has the extent Ansor's bound inference
+    gives its loop on ``task`` after the steps before it (see the module's docstring)."""
+    steps = record["i"][1][1]
+    for i, step in enumerate(steps):
+        if step[0] in ("CA", "CR", "CI") and any(s[0] == "SP" for s in steps[:i]):
+            return True
+        if step[0] != "SP" or not step[3]:
+            continue
+        prefix = json.loads(json.dumps(record))
+        prefix["i"][0][:2] = [task.workload_key, str(task.target)]
+        prefix["i"][1][1] = steps[:i]
+        inp, _ = auto_scheduler.measure_record.load_record_from_string(json.dumps(prefix))
+        try:
+            state = task.compute_dag.infer_bound_from_state(inp.state)
+            extent = state.stages[step[1]].iters[step[2]].range
+        except (tvm.error.TVMError, IndexError):  # a step Ansor cannot apply to this compute
+            return False
+        if extent is not None and int(extent.extent) != int(step[3]):
+            return False
+    return True
 
 
 def flat_shapes(key: list) -> str:
@@ -135,20 +137,28 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("tvm_git", type=Path, help="a clone of apache/tvm with its history")
     ap.add_argument("out", type=Path)
-    ap.add_argument("--tasks", type=Path, default=Path(__file__).resolve().parents[1] / "datasets" /
-                    "ansor-public-logs" / "network_info" / "all_tasks.pkl")
+    ap.add_argument("--candidates", type=Path, help="bench/public_history_candidates.py's output; "
+                    "without it the bare-hash ResNet lines are left out")
     args = ap.parse_args()
-    with open(args.tasks, "rb") as f:  # a trusted local input: this script is not the package
+    with open(PUBLIC_TASKS, "rb") as f:  # a trusted local input: this script is not the package
         known = pickle.load(f)
     by_shapes = defaultdict(list)
+    by_key = {}
     for t in known:
         by_shapes[(flat_shapes(json.loads(t.workload_key)), t.target.kind.name)].append(t)
+        by_key[t.workload_key, t.target.kind.name] = t
+        auto_scheduler.workload_registry.register_workload_tensors(t.workload_key, t.compute_dag.tensors)
+    candidates = json.loads(args.candidates.read_text()) if args.candidates else {}
 
     used: dict[tuple[str, str], auto_scheduler.SearchTask] = {}  # (key, kind): a key can be both kinds'
     files: dict[Path, list[str]] = defaultdict(list)
     skipped: dict[str, int] = defaultdict(int)
+    seen: set[str] = set()  # a line two logs share (resnet-18-NHWC-B1 was renamed ...-cuda) is kept once
     for log, lines in published_lines(args.tvm_git).items():
         for line in lines:
+            if line in seen:
+                continue
+            seen.add(line)
             r = json.loads(line)
             old, kind = json.loads(r["i"][0][0]), r["i"][0][1].split()[0]
             if old[0] in OPERATORS:
@@ -164,6 +174,10 @@ def main() -> None:
                 task = by_shapes[(flat_shapes(old), kind)][0]
                 key = task.workload_key
                 used[key, kind] = task
+            elif log in NETWORK_LOGS and bare_hash(line) and len(
+                    fit := [by_key[k, kind] for k in candidates.get(line, ()) if splits_fit(by_key[k, kind], r)]) == 1:
+                key = fit[0].workload_key
+                used[key, kind] = fit[0]
             else:
                 skipped[f"{log} {r.get('v')}"] += 1
                 continue
@@ -173,9 +187,7 @@ def main() -> None:
     (args.out / "network_info").mkdir(parents=True, exist_ok=True)
     with open(args.out / "network_info" / "all_tasks.pkl", "wb") as f:
         pickle.dump(list(used.values()), f)
-    for t in known:  # the oracle's reader finds each line's compute by its key
-        auto_scheduler.workload_registry.register_workload_tensors(t.workload_key, t.compute_dag.tensors)
-    names = json.loads((args.tasks.parents[1] / "oracle" / "index.json").read_text())["feature_names"]
+    names = json.loads((PUBLIC_TASKS.parents[1] / "oracle" / "index.json").read_text())["feature_names"]
     index = {}
     scratch = Path(tempfile.mkdtemp())
     for path, lines in sorted(files.items()):
