@@ -1,10 +1,12 @@
-"""Build ``datasets/ansor-public-history``: every Ansor record line TVM's auto-scheduler tutorials
-ever published (each version of their ``ci_logs`` in TVM's git history, log formats v0.2 to v0.6)
-and the record lines TVM's own unit tests embedded (v0.1, v0.6), in TenSet's layout, with the task pickles to rebuild each compute and Ansor's own features of
-every line under ``oracle/``. The replay tests read it: records of four Ansor versions that
-nobody on this project produced.
+"""Build ``datasets/ansor-public-history``: the Ansor record lines TVM's auto-scheduler tutorials
+published (each version of their ``ci_logs`` in TVM's git history, log formats v0.2 to v0.6) whose
+task can be known, and the record lines TVM's own unit tests embedded (v0.1, v0.6), in TenSet's
+layout, with the task pickles to rebuild each compute and Ansor's own features of every line under
+``oracle/``. The replay tests read it: records of five log versions that nobody on this project
+produced.
 
-Runs under an interpreter with hhb-tvm (TVM 0.16 with Ansor, Python 3.10), never the package's:
+Runs under an interpreter with hhb-tvm (TVM 0.16 with Ansor, Python 3.10), never the package's,
+after bench/public_history_candidates.py has run under the package's:
 
     git clone https://github.com/apache/tvm /tmp/tvm-git      # the history, not a build
     python bench/public_history_candidates.py /tmp/tvm-git /tmp/candidates.json
@@ -201,7 +203,7 @@ def main() -> None:
         entry = {"lines": len(lines), "versions": sorted({r.get("v") for r in parsed})}
         try:
             write_oracle(scratch / path.name, args.out / "oracle" / rel.with_suffix(".npz"))
-        except Exception as exc:  # Ansor gives no features at all (a v0.2 line without hardware params)
+        except Exception as exc:  # Ansor gives no features at all (v0.1, v0.2 lines without hardware params)
             entry["oracle"] = f"none: {str(exc).strip().splitlines()[-1][:200]}"
         index[str(rel)] = entry
     (args.out / "oracle" / "index.json").write_text(json.dumps({"feature_names": names, "files": index}, indent=1))
