@@ -20,7 +20,8 @@ from pruner_offline.tenset.records import BadLine, read_records
 from pruner_offline.tenset.tasks import load_all_tasks
 
 DATASETS = Path(__file__).resolve().parents[1] / "datasets"
-DEFAULT = [DATASETS / "tenset-mini", DATASETS / "ansor-public-logs", DATASETS / "ansor-sampled"]
+DEFAULT = [DATASETS / "tenset-mini", DATASETS / "ansor-public-logs", DATASETS / "ansor-public-history",
+           DATASETS / "ansor-sampled"]
 
 
 def _seconds(fn, items) -> float:
