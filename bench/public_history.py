@@ -51,6 +51,7 @@ from tvm import auto_scheduler, te, topi  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ansor_measure import write_oracle  # noqa: E402
+from ansor_sample import file_name  # noqa: E402
 from public_history_candidates import NETWORK_LOGS, PUBLIC_TASKS, bare_hash, published_lines  # noqa: E402
 
 # hardware params of a line too old to carry them (v0.2): Ansor's defaults for the kind
@@ -125,11 +126,6 @@ def flat_shapes(key: list) -> str:
     return json.dumps([x for s in key[1:] for x in (s if isinstance(s, list) else [s])])
 
 
-def file_name(key: str, kind: str) -> str:
-    k = json.loads(key)
-    return "([" + ",".join([k[0]] + [json.dumps(s).replace(" ", "") for s in k[1:]]) + f"],{kind}).json"
-
-
 def sanitized_target(target: str) -> str:
     target = target.replace(" -link-params=0", "")
     return target + " -mtriple=x86_64-linux-gnu" if target.startswith("llvm") and "-mtriple" not in target else target
@@ -184,7 +180,7 @@ def main() -> None:
                 skipped[f"{log} {r.get('v')}"] += 1
                 continue
             r["i"][0][0] = key
-            files[args.out / "measure_records" / Path(log).stem / file_name(key, kind)].append(json.dumps(r))
+            files[args.out / "measure_records" / Path(log).stem / file_name(used[key, kind])].append(json.dumps(r))
 
     (args.out / "network_info").mkdir(parents=True, exist_ok=True)
     with open(args.out / "network_info" / "all_tasks.pkl", "wb") as f:

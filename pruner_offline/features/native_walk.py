@@ -48,7 +48,7 @@ def fast_walk(func: tirx.PrimFunc) -> WalkResult:
 
 
 def _decode(ints: tuple, strings: list) -> WalkResult:
-    """native_walk.cc's Walker::Encode, back into the walk's dataclasses."""
+    """native_walk.cc's Walker::Encode, back into the walk's named tuples."""
     n, pos = ints[0], 1
     loops = []
     for _ in range(n):
