@@ -72,3 +72,15 @@ def test_info_lists_every_run(past_runs, capsys):
     info = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert info["source"] == "metaschedule-runs"
     assert [d["records"] for d in info["databases"]] == [9, 10]
+
+
+def test_a_directory_of_links_to_runs_is_read_through_them(past_runs, tmp_path):
+    """Past runs gathered as links to where they were left; a link back up the tree is entered once."""
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "a").symlink_to(past_runs / "run-a", target_is_directory=True)
+    (tmp_path / "mine" / "old").symlink_to(past_runs / "older", target_is_directory=True)
+    (tmp_path / "mine" / "loop").symlink_to(tmp_path / "mine", target_is_directory=True)
+    source = open_source(tmp_path / "mine")
+    assert isinstance(source, MetaScheduleRunsSource)
+    assert [p.relative_to(tmp_path / "mine").as_posix() for p in source.databases()] == ["a", "old/run-b"]
+    assert [source.programs(u).records_read for u in source.units()] == [6, 8, 5]

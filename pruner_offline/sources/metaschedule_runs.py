@@ -9,6 +9,7 @@ three runs is one task whose labels are relative to its best program over all th
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -23,8 +24,21 @@ from .metaschedule import (RECORD_FILE, WORKLOAD_FILE, MSRecordLine, _program, _
 
 
 def find_databases(root: Path) -> list[Path]:
-    """Every directory under root (not root itself) holding a MetaSchedule database, sorted."""
-    return sorted(p.parent for p in root.rglob(WORKLOAD_FILE) if p.parent != root and is_metaschedule_database(p.parent))
+    """Every directory under root (not root itself) holding a MetaSchedule database, sorted.
+
+    Links to directories are followed, since a collection of past runs is often a directory of
+    links to the work directories where the runs left them; each real directory is entered once,
+    so a link back up the tree cannot loop."""
+    found, entered = [], set()
+    for top, dirs, files in os.walk(root, followlinks=True):
+        real = os.path.realpath(top)
+        if real in entered:
+            dirs.clear()
+            continue
+        entered.add(real)
+        if WORKLOAD_FILE in files and Path(top) != root and is_metaschedule_database(Path(top)):
+            found.append(Path(top))
+    return sorted(found)
 
 
 @dataclass(frozen=True)
