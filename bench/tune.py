@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import random
 import shutil
 import statistics
 from pathlib import Path
@@ -64,6 +65,19 @@ def best_within(curve: dict, trials: int) -> float:
 def geomean(xs: list[float]) -> float:
     xs = [x for x in xs if 0 < x < math.inf]
     return math.exp(statistics.mean(math.log(x) for x in xs)) if xs else float("nan")
+
+
+def spread(ratios: list[float], draws: int = 2000) -> str:
+    """The 5th-95th percentile of the geometric mean over resamples of the runs' paired ratios
+    (one per workload x seed, drawn with replacement): how far the figure moves with which runs
+    happened to be made."""
+    if len(ratios) < 2:
+        return ""
+    rng = random.Random(0)
+    means = sorted(m for m in (geomean(rng.choices(ratios, k=len(ratios))) for _ in range(draws)) if m == m)
+    if not means:
+        return ""
+    return f"[{means[len(means) // 20]:.2f}-{means[-1 - len(means) // 20]:.2f}]"
 
 
 def make_past(past: Path, trials: int, population: int) -> None:
@@ -137,14 +151,16 @@ def tables(runs: list[dict], models: list[str], budgets: list[int]) -> str:
     by = {(r["workload"], r["seed"], r["model"]): r for r in runs}
     pairs = sorted({(r["workload"], r["seed"]) for r in runs})
     others = [m for m in models if m != "xgb"]
-    lines = ["best latency, XGB / model (geometric mean over workloads x seeds; > 1: model better)",
-             f"{'model':<15}" + "".join(f"{f'{b} trials':>12}" for b in budgets)]
+    lines = ["best latency, XGB / model (geometric mean over workloads x seeds; > 1: model better; "
+             "[5-95%] over resamples of the runs)",
+             f"{'model':<15}" + "".join(f"{f'{b} trials':>24}" for b in budgets)]
     for m in others:
         row = []
         for b in budgets:
-            row.append(geomean([best_within(by[(w, s, 'xgb')], b) / best_within(by[(w, s, m)], b)
-                                for w, s in pairs if (w, s, m) in by and (w, s, "xgb") in by]))
-        lines.append(f"{m:<15}" + "".join(f"{x:>12.3f}" for x in row))
+            ratios = [best_within(by[(w, s, 'xgb')], b) / best_within(by[(w, s, m)], b)
+                      for w, s in pairs if (w, s, m) in by and (w, s, "xgb") in by]
+            row.append(f"{geomean(ratios):.3f} {spread(ratios)}")
+        lines.append(f"{m:<15}" + "".join(f"{x:>24}" for x in row))
     lines += ["", "per workload at the largest budget, XGB / model (geometric mean over seeds)",
               f"{'workload':<15}" + "".join(f"{m:>15}" for m in others)]
     for w in sorted({w for w, _ in pairs}):
@@ -156,7 +172,7 @@ def tables(runs: list[dict], models: list[str], budgets: list[int]) -> str:
     # so the speedup is also given over the runs where XGB needed more than one batch.
     lines += ["", "time to XGB's final latency: XGB seconds / model seconds (geometric mean where reached); "
                   "'later': only the runs where XGB found its final program after its first batch",
-              f"{'model':<15}{'speedup':>10}{'reached':>10}{'later':>10}{'reached':>10}"]
+              f"{'model':<15}{'speedup':>10}{'[5-95%]':>13}{'reached':>10}{'later':>10}{'reached':>10}"]
     for m in others:
         ratios, later = [], []
         for w, s in pairs:
@@ -167,7 +183,7 @@ def tables(runs: list[dict], models: list[str], budgets: list[int]) -> str:
                 if x["best"][0] > x["final_s"]:
                     later.append(ratio)
         reached, reached_later = [r for r in ratios if r > 0], [r for r in later if r > 0]
-        lines.append(f"{m:<15}{geomean(reached):>10.3f}{f'{len(reached)}/{len(ratios)}':>10}"
+        lines.append(f"{m:<15}{geomean(reached):>10.3f}{spread(reached):>13}{f'{len(reached)}/{len(ratios)}':>10}"
                      f"{geomean(reached_later):>10.3f}{f'{len(reached_later)}/{len(later)}':>10}")
     # XGBModel predicts at random, for free, until it holds 100 measured programs: up to there its
     # cost is its updates alone, after it every generation of every search is featurized and
