@@ -152,13 +152,17 @@ def tune_network(network: Network, work_dir: str | Path, s: TuneSettings,
                 for i, (t, logger) in enumerate(zip(extracted, loggers))]
     bests = TaskBests(len(contexts))
     database = ms.database.JSONDatabase(work_dir=str(work_dir))
+    builder = make_builder(s.measure)
     start = time.perf_counter()
-    ms.tune.tune_tasks(
-        tasks=contexts, task_weights=[float(t.weight) for t in extracted], work_dir=str(work_dir),
-        max_trials_global=s.trials, num_trials_per_iter=s.trials_per_batch, builder=make_builder(s.measure),
-        runner=make_runner(s.measure), database=database, cost_model=model,
-        measure_callbacks=ms.measure_callback.MeasureCallback.create("default") + [bests],
-        task_scheduler=ms.task_scheduler.GradientBased(seed=-1 if s.seed is None else s.seed))
+    try:
+        ms.tune.tune_tasks(
+            tasks=contexts, task_weights=[float(t.weight) for t in extracted], work_dir=str(work_dir),
+            max_trials_global=s.trials, num_trials_per_iter=s.trials_per_batch, builder=builder,
+            runner=make_runner(s.measure), database=database, cost_model=model,
+            measure_callbacks=ms.measure_callback.MeasureCallback.create("default") + [bests],
+            task_scheduler=ms.task_scheduler.GradientBased(seed=-1 if s.seed is None else s.seed))
+    finally:
+        builder.close()
     search_s = time.perf_counter() - start
     start = time.perf_counter()
     compiled = CompiledNetwork(compile_relax(database, mod, target, params=None), target)

@@ -129,14 +129,18 @@ def tune(mod: tvm.IRModule, workload: str, work_dir: str | Path, s: TuneSettings
     model = TimedCostModel(make_cost_model(s))
     context = make_context(mod, target, num_threads=s.num_cores, seed=s.seed, logger=logger,
                            population_size=s.population_size, strategy=make_strategy(s, model.inner))
+    builder = make_builder(s.measure)
     start = time.perf_counter()
     curve = LatencyCurve(start, cost=lambda: cost_seconds(model))
-    ms.tune.tune_tasks(
-        tasks=[context], task_weights=[1.0], work_dir=str(work_dir), max_trials_global=s.trials,
-        num_trials_per_iter=s.trials_per_batch, builder=make_builder(s.measure), runner=make_runner(s.measure),
-        database=ms.database.JSONDatabase(work_dir=str(work_dir)), cost_model=model,
-        measure_callbacks=ms.measure_callback.MeasureCallback.create("default") + [curve],
-        task_scheduler="round-robin")
+    try:
+        ms.tune.tune_tasks(
+            tasks=[context], task_weights=[1.0], work_dir=str(work_dir), max_trials_global=s.trials,
+            num_trials_per_iter=s.trials_per_batch, builder=builder, runner=make_runner(s.measure),
+            database=ms.database.JSONDatabase(work_dir=str(work_dir)), cost_model=model,
+            measure_callbacks=ms.measure_callback.MeasureCallback.create("default") + [curve],
+            task_scheduler="round-robin")
+    finally:
+        builder.close()
     return TuneReport(
         workload=workload, target=s.target_kind, cost_model=s.cost_model, trials=curve.trials[-1] if curve.trials else 0,
         best_latency_s=curve.best_s[-1] if curve.best_s else None,  # JSON has no Infinity
