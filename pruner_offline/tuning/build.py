@@ -14,6 +14,9 @@ MetaSchedule's LocalRunner does; a worker is replaced when a build times out or 
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+from typing import Iterator
+
 import tvm
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.builder import BuilderInput, BuilderResult, PyBuilder
@@ -73,6 +76,16 @@ class PooledBuilder(PyBuilder):
 
 def make_builder(s: MeasureSettings) -> PooledBuilder:
     return PooledBuilder(max_workers=s.build_workers, timeout_sec=s.build_timeout_s)
+
+
+@contextmanager
+def run_builder(s: MeasureSettings) -> Iterator[PooledBuilder]:
+    """make_builder's builder for one tuning run: its workers end with the block."""
+    builder = make_builder(s)
+    try:
+        yield builder
+    finally:
+        builder.close()
 
 
 def make_runner(s: MeasureSettings) -> LocalRunner:

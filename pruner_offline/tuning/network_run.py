@@ -19,7 +19,7 @@ from tvm.s_tir.meta_schedule.relax_integration import compile_relax, extract_tas
 
 from ..errors import BadInput, dumps
 from ..targets import tuning_target
-from .build import make_builder, make_runner
+from .build import make_runner, run_builder
 from .context import make_context
 from .logs import tuning_loggers
 from .run import cost_breakdown, cost_seconds, make_cost_model, make_strategy
@@ -152,17 +152,14 @@ def tune_network(network: Network, work_dir: str | Path, s: TuneSettings,
                 for i, (t, logger) in enumerate(zip(extracted, loggers))]
     bests = TaskBests(len(contexts))
     database = ms.database.JSONDatabase(work_dir=str(work_dir))
-    builder = make_builder(s.measure)
     start = time.perf_counter()
-    try:
+    with run_builder(s.measure) as builder:
         ms.tune.tune_tasks(
             tasks=contexts, task_weights=[float(t.weight) for t in extracted], work_dir=str(work_dir),
             max_trials_global=s.trials, num_trials_per_iter=s.trials_per_batch, builder=builder,
             runner=make_runner(s.measure), database=database, cost_model=model,
             measure_callbacks=ms.measure_callback.MeasureCallback.create("default") + [bests],
             task_scheduler=ms.task_scheduler.GradientBased(seed=-1 if s.seed is None else s.seed))
-    finally:
-        builder.close()
     search_s = time.perf_counter() - start
     start = time.perf_counter()
     compiled = CompiledNetwork(compile_relax(database, mod, target, params=None), target)

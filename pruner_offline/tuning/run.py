@@ -15,7 +15,7 @@ from tvm.s_tir import meta_schedule as ms
 from ..errors import dumps
 from ..features.devices import DEVICES
 from ..targets import tuning_target
-from .build import make_builder, make_runner
+from .build import make_runner, run_builder
 from .settings import COST_MODELS, TuneSettings
 from .context import make_context
 from .logs import tuning_loggers
@@ -129,18 +129,15 @@ def tune(mod: tvm.IRModule, workload: str, work_dir: str | Path, s: TuneSettings
     model = TimedCostModel(make_cost_model(s))
     context = make_context(mod, target, num_threads=s.num_cores, seed=s.seed, logger=logger,
                            population_size=s.population_size, strategy=make_strategy(s, model.inner))
-    builder = make_builder(s.measure)
     start = time.perf_counter()
     curve = LatencyCurve(start, cost=lambda: cost_seconds(model))
-    try:
+    with run_builder(s.measure) as builder:
         ms.tune.tune_tasks(
             tasks=[context], task_weights=[1.0], work_dir=str(work_dir), max_trials_global=s.trials,
             num_trials_per_iter=s.trials_per_batch, builder=builder, runner=make_runner(s.measure),
             database=ms.database.JSONDatabase(work_dir=str(work_dir)), cost_model=model,
             measure_callbacks=ms.measure_callback.MeasureCallback.create("default") + [curve],
             task_scheduler="round-robin")
-    finally:
-        builder.close()
     return TuneReport(
         workload=workload, target=s.target_kind, cost_model=s.cost_model, trials=curve.trials[-1] if curve.trials else 0,
         best_latency_s=curve.best_s[-1] if curve.best_s else None,  # JSON has no Infinity
