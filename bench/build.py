@@ -47,8 +47,9 @@ def main() -> None:
         for i, batch in enumerate(batches):
             for arm in make:
                 start = time.perf_counter()
-                builder = arms.setdefault(arm, make[arm]()) if i == 0 else arms[arm]
-                failed = sum(r.error_msg is not None for r in builder.build(batch))
+                if i == 0:
+                    arms[arm] = make[arm]()
+                failed = sum(r.error_msg is not None for r in arms[arm].build(batch))
                 seconds[arm].append(time.perf_counter() - start)
                 if failed:
                     print(f"{wl} {arm} batch {i}: {failed} builds failed")

@@ -3,8 +3,8 @@
 MetaSchedule's default build function imports `tvm.s_tir.tensor_intrin` (~25 s of TVMScript parsing)
 in every worker. The intrinsics only matter to candidates that tensorize, and those can only come
 from schedule rules that need the intrinsics registered in the tuning process, which this toolkit
-never imports, so the build below skips the import. Workers unpickle `build_module` by reference,
-which imports only this module (TVM, no torch).
+never imports, so the build below skips the import. Workers unpickle `_build_and_export` by
+reference, which imports only this module (TVM, no torch).
 
 MetaSchedule's LocalBuilder also starts fresh worker processes for every batch (and once more for
 its start-up check), and each of them imports TVM first: ~4.5 s of CPU on a 2-core machine, where
