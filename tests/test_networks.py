@@ -5,6 +5,7 @@ with the tuned database) and checked against torch; and the inputs `tune --netwo
 import json
 import pickle
 import zipfile
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -50,6 +51,14 @@ def test_the_mlp_tunes_end_to_end_and_computes_what_torch_computes(tmp_path):
     assert got.shape == expected.shape == (16, 10)
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
     assert not np.allclose(got, reference(-x).detach().numpy(), atol=1e-3)  # the check can tell outputs apart
+
+    # run again with a budget of 4: the 3 measured count, 1 more is measured (tuning/resume.py)
+    more = json.loads(tune_network(torch_network(named_network("mlp"), "mlp"), tmp_path / "work",
+                                   replace(settings, trials=4))[0].to_json())
+    assert more["resumed_trials"] == 3 and more["trials"] == 4 == sum(t["trials"] for t in more["tasks"])
+    assert [t["name"] for t in more["tasks"]] == [t["name"] for t in printed["tasks"]]
+    assert all(b["best_latency_s"] <= a["best_latency_s"] for a, b in zip(printed["tasks"], more["tasks"]))
+    assert len((tmp_path / "work" / "database_tuning_record.json").read_text().splitlines()) == 4
 
 
 def _tune(argv: list[str], tmp_path: Path, capsys) -> str:

@@ -5,7 +5,8 @@ context (TuneContext without that import), candidates (feature cache), cost_mode
 PyCostModel), online (retraining on measured records), run (the tuning run and its report),
 networks (whole torch networks: built-in ones, saved torch.export programs read safely),
 onnx_network (whole networks from ONNX files, the onnx extra), network_run (a whole network's
-kernels tuned with one shared cost model, compiled and timed), frozen_frames (inspect's cache
+kernels tuned with one shared cost model, compiled and timed), resume (what earlier runs left in a
+work directory: a rerun continues them), frozen_frames (inspect's cache
 entries that make importing TVMScript-decorated modules ~5x faster once torch is loaded:
 MetaSchedule's own TuneContext first imports TVM's tensor intrinsics, which a user of the Python
 API pays).

@@ -17,3 +17,9 @@ def tuning_loggers(work_dir: str | Path, task_names: list[str], quiet: bool = Fa
     has when the loggers are made, DEBUG when unset: XGB's every boosting round on the console."""
     logging.getLogger(_META_SCHEDULE).setLevel(logging.WARNING if quiet else logging.INFO)
     return get_loggers_from_work_dir(str(work_dir), task_names)
+
+
+def run_logger() -> logging.Logger:
+    """The logger of the whole run, once tuning_loggers has made them: the console (as sized
+    there) and the task scheduler's log in ``work_dir/logs``."""
+    return logging.getLogger(_META_SCHEDULE)

@@ -21,7 +21,8 @@ from ..errors import BadInput, dumps
 from ..targets import tuning_target
 from .build import make_runner, run_builder
 from .context import make_context
-from .logs import tuning_loggers
+from .logs import run_logger, tuning_loggers
+from .resume import learn_past, past_trials, repair_database
 from .run import cost_breakdown, cost_seconds, make_cost_model, make_strategy
 from .settings import TuneSettings
 from .timing import TaskBests, TimedCostModel
@@ -51,6 +52,7 @@ class NetworkReport:
     compile_seconds: float
     seed: Optional[int]
     work_dir: str
+    resumed_trials: int = 0  # measured by earlier runs of work_dir (resume.py), counted in trials and tasks
 
     def to_json(self) -> str:
         return dumps(asdict(self), sort_keys=True)
@@ -130,8 +132,9 @@ class CompiledNetwork:
 
 def tune_network(network: Network, work_dir: str | Path, s: TuneSettings,
                  quiet: bool = False) -> tuple[NetworkReport, CompiledNetwork]:
-    """Tune every kernel of `network` within s.trials trials in all, compile it with the best ones,
-    measure it; the database and per-task logs go to work_dir (with ``quiet``, only there)."""
+    """Tune every kernel of `network` until work_dir's database holds s.trials trials of them in all
+    (a rerun continues an earlier run, resume.py), compile it with the best ones, measure it; the
+    database and per-task logs go to work_dir (with ``quiet``, only there)."""
     if s.target_kind == "cuda" and not tvm.cuda(0).exist:
         raise RuntimeError("tune --target cuda needs a CUDA GPU to measure on, and none is visible here")
     work_dir = Path(work_dir)
@@ -144,22 +147,33 @@ def tune_network(network: Network, work_dir: str | Path, s: TuneSettings,
     if not extracted:
         raise BadInput(f"{name}: no kernels to tune in it")
     loggers = tuning_loggers(work_dir, [t.task_name for t in extracted], quiet)
+    for note in repair_database(work_dir):
+        run_logger().warning(note)
+    database = ms.database.JSONDatabase(work_dir=str(work_dir))
     model = TimedCostModel(make_cost_model(s))  # one model learns from every task's measurements
     contexts = [make_context(t.dispatched[0], target, num_threads=s.num_cores,
                              seed=None if s.seed is None else s.seed + i, logger=logger,
                              population_size=s.population_size, task_name=t.task_name,
                              strategy=make_strategy(s, model.inner))
                 for i, (t, logger) in enumerate(zip(extracted, loggers))]
-    bests = TaskBests(len(contexts))
-    database = ms.database.JSONDatabase(work_dir=str(work_dir))
+    past = [past_trials(database, c) for c in contexts]
+    resumed = sum(p.trials for p in past)
+    bests = TaskBests([(p.trials, p.best_s) for p in past])
+    left = s.trials - resumed
+    if resumed:
+        run_logger().info("resuming: %d trials measured before in %s, %d left of --trials %d", resumed, work_dir,
+                        max(left, 0), s.trials)
     start = time.perf_counter()
-    with run_builder(s.measure) as builder:
-        ms.tune.tune_tasks(
-            tasks=contexts, task_weights=[float(t.weight) for t in extracted], work_dir=str(work_dir),
-            max_trials_global=s.trials, num_trials_per_iter=s.trials_per_batch, builder=builder,
-            runner=make_runner(s.measure), database=database, cost_model=model,
-            measure_callbacks=ms.measure_callback.MeasureCallback.create("default") + [bests],
-            task_scheduler=ms.task_scheduler.GradientBased(seed=-1 if s.seed is None else s.seed))
+    if left > 0:
+        for context, p in zip(contexts, past):
+            learn_past(model, context, p)
+        with run_builder(s.measure) as builder:
+            ms.tune.tune_tasks(
+                tasks=contexts, task_weights=[float(t.weight) for t in extracted], work_dir=str(work_dir),
+                max_trials_global=left, num_trials_per_iter=s.trials_per_batch, builder=builder,
+                runner=make_runner(s.measure), database=database, cost_model=model,
+                measure_callbacks=ms.measure_callback.MeasureCallback.create("default") + [bests],
+                task_scheduler=ms.task_scheduler.GradientBased(seed=-1 if s.seed is None else s.seed))
     search_s = time.perf_counter() - start
     start = time.perf_counter()
     compiled = CompiledNetwork(compile_relax(database, mod, target, params=None), target)
@@ -180,5 +194,5 @@ def tune_network(network: Network, work_dir: str | Path, s: TuneSettings,
         search_seconds=round(search_s, 3), cost_model_seconds=cost_seconds(model),
         cost_model_cpu_seconds=cost_seconds(model, cpu=True), cost_model_breakdown=cost_breakdown(model),
         compile_seconds=round(compile_s, 3), seed=s.seed,
-        work_dir=str(work_dir))
+        work_dir=str(work_dir), resumed_trials=resumed)
     return report, compiled

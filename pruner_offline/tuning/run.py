@@ -18,7 +18,8 @@ from ..targets import tuning_target
 from .build import make_runner, run_builder
 from .settings import COST_MODELS, TuneSettings
 from .context import make_context
-from .logs import tuning_loggers
+from .logs import run_logger, tuning_loggers
+from .resume import learn_past, past_trials, repair_database
 from .timing import LatencyCurve, TimedCostModel
 
 
@@ -39,6 +40,7 @@ class TuneReport:
     cost_model_breakdown: dict[str, float]
     seed: Optional[int]
     work_dir: str
+    resumed_trials: int = 0  # measured by earlier runs of work_dir (resume.py), counted in trials and the bests
 
     def to_json(self) -> str:
         """One JSON object; a latency never measured (no trial ran) is null."""
@@ -118,29 +120,42 @@ def cost_breakdown(model: TimedCostModel) -> dict[str, float]:
 
 
 def tune(mod: tvm.IRModule, workload: str, work_dir: str | Path, s: TuneSettings, quiet: bool = False) -> TuneReport:
-    """Tune `mod` (one PrimFunc named main) for s.trials trials; the database goes to work_dir.
-    ``quiet``: MetaSchedule's progress only in work_dir's logs (tuning_loggers)."""
+    """Tune `mod` (one PrimFunc named main) until work_dir's database holds s.trials trials of it:
+    a rerun continues an earlier run (resume.py). ``quiet``: MetaSchedule's progress only in
+    work_dir's logs (tuning_loggers)."""
     if s.target_kind == "cuda" and not tvm.cuda(0).exist:
         raise RuntimeError("tune --target cuda needs a CUDA GPU to measure on, and none is visible here")
     work_dir = Path(work_dir)
     work_dir.mkdir(parents=True, exist_ok=True)
     target = tuning_target(s.target_kind, s.num_cores)
     logger = tuning_loggers(work_dir, ["main"], quiet)[0]
+    for note in repair_database(work_dir):
+        run_logger().warning(note)
+    database = ms.database.JSONDatabase(work_dir=str(work_dir))
     model = TimedCostModel(make_cost_model(s))
     context = make_context(mod, target, num_threads=s.num_cores, seed=s.seed, logger=logger,
                            population_size=s.population_size, strategy=make_strategy(s, model.inner))
+    past = past_trials(database, context)
+    left = s.trials - past.trials
+    if past.trials:
+        run_logger().info("resuming: %d trials measured before in %s, %d left of --trials %d", past.trials, work_dir,
+                    max(left, 0), s.trials)
     start = time.perf_counter()
-    curve = LatencyCurve(start, cost=lambda: cost_seconds(model))
-    with run_builder(s.measure) as builder:
-        ms.tune.tune_tasks(
-            tasks=[context], task_weights=[1.0], work_dir=str(work_dir), max_trials_global=s.trials,
-            num_trials_per_iter=s.trials_per_batch, builder=builder, runner=make_runner(s.measure),
-            database=ms.database.JSONDatabase(work_dir=str(work_dir)), cost_model=model,
-            measure_callbacks=ms.measure_callback.MeasureCallback.create("default") + [curve],
-            task_scheduler="round-robin")
+    curve = LatencyCurve(start, cost=lambda: cost_seconds(model), past_best_s=past.best_s, past_trials=past.trials)
+    if left > 0:
+        learn_past(model, context, past)
+        with run_builder(s.measure) as builder:
+            ms.tune.tune_tasks(
+                tasks=[context], task_weights=[1.0], work_dir=str(work_dir), max_trials_global=left,
+                num_trials_per_iter=s.trials_per_batch, builder=builder, runner=make_runner(s.measure),
+                database=database, cost_model=model,
+                measure_callbacks=ms.measure_callback.MeasureCallback.create("default") + [curve],
+                task_scheduler="round-robin")
+    best = curve.best_s[-1] if curve.best_s else past.best_s
     return TuneReport(
-        workload=workload, target=s.target_kind, cost_model=s.cost_model, trials=curve.trials[-1] if curve.trials else 0,
-        best_latency_s=curve.best_s[-1] if curve.best_s else None,  # JSON has no Infinity
+        workload=workload, target=s.target_kind, cost_model=s.cost_model,
+        trials=curve.trials[-1] if curve.trials else past.trials, resumed_trials=past.trials,
+        best_latency_s=best if best < float("inf") else None,  # JSON has no Infinity
         best_latency_per_batch=curve.best_s, batch_end_seconds=[round(t, 3) for t in curve.elapsed_s],
         trials_per_batch=curve.trials, search_seconds=round(time.perf_counter() - start, 3),
         cost_model_seconds=cost_seconds(model), cost_model_seconds_per_batch=curve.cost_s, cost_model_cpu_seconds=cost_seconds(model, cpu=True),

@@ -1,0 +1,131 @@
+"""What earlier runs left in a work directory, so that running the same command again continues.
+
+MetaSchedule appends every measured batch to the work directory's database as it goes. Run again
+on that directory, its search starts from those programs (the population is seeded with the best
+measured ones, and none is measured twice), but its trial budget starts from zero, the cost model
+has seen nothing, and the best program found before is left out of what the run reports. A run
+killed while appending leaves a last line cut short, on which MetaSchedule's loader fails with
+"Unexpected EOF" and no file named.
+
+Here ``--trials`` is the budget of the work directory: a rerun measures only what is left of it,
+the cost model first learns the programs measured before (one update, as after a measured batch),
+and the report counts them and their best. A last line cut short (no newline after it, not whole
+JSON) is dropped: it is a record or workload whose write never finished. Any other bad line is
+refused, naming it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from tvm import s_tir
+from tvm.s_tir import meta_schedule as ms
+from tvm.s_tir.meta_schedule.runner import RunnerResult
+from tvm.s_tir.meta_schedule.search_strategy import MeasureCandidate
+
+from ..errors import BadInput
+from ..sources.base import BadLine
+from ..sources.metaschedule import RECORD_FILE, WORKLOAD_FILE, parse_ms_lines
+from ..tenset.labels import FAILED_COST
+
+
+@dataclass(frozen=True)
+class PastTrials:
+    """The records an earlier run of a work directory measured for one task."""
+
+    records: tuple[ms.database.TuningRecord, ...] = ()
+
+    @property
+    def trials(self) -> int:
+        return len(self.records)
+
+    @property
+    def best_s(self) -> float:
+        """The fastest mean run time among them; infinite when none ran."""
+        return min((_mean(r) for r in self.records), default=float("inf"))
+
+
+def _mean(record: ms.database.TuningRecord) -> float:
+    secs = [float(s) for s in record.run_secs or ()]
+    ok = [s for s in secs if 0 < s < FAILED_COST]
+    return sum(ok) / len(ok) if ok and len(ok) == len(secs) else float("inf")
+
+
+def _unfinished_tail(path: Path, lines: list[bytes]) -> bool:
+    """Whether the file's last line is a write that never finished: no newline after it and not
+    whole JSON."""
+    if not lines or lines[-1].endswith(b"\n"):
+        return False
+    try:
+        json.loads(lines[-1])
+    except ValueError:
+        return True
+    return False
+
+
+def _drop_last_line(path: Path, lines: list[bytes]) -> str:
+    os.truncate(path, sum(len(line) for line in lines[:-1]))
+    return (f"{path}:{len(lines)}: dropped a line cut short ({len(lines[-1])} bytes, no newline), "
+            "left by a run that was stopped while writing it")
+
+
+def repair_database(work_dir: str | Path) -> list[str]:
+    """Check a work directory's database before MetaSchedule loads it; drop a last line cut short
+    (what was dropped is returned, one message a line) and refuse any other bad line with its
+    file:line. A directory without a database is left as it is."""
+    root = Path(work_dir)
+    notes = []
+    workload_path, record_path = root / WORKLOAD_FILE, root / RECORD_FILE
+    n_workloads = 0
+    if workload_path.is_file():
+        with open(workload_path, "rb") as f:
+            lines = f.readlines()
+        if _unfinished_tail(workload_path, lines):
+            notes.append(_drop_last_line(workload_path, lines))
+            lines = lines[:-1]
+        for lineno, line in enumerate(lines, 1):
+            try:
+                if line.strip():
+                    json.loads(line)
+            except ValueError as exc:
+                raise BadInput(f"{workload_path}:{lineno}: not a JSON workload: {str(exc)[:200]}") from None
+        n_workloads = sum(1 for line in lines if line.strip())
+    if record_path.is_file():
+        with open(record_path, "rb") as f:
+            lines = f.readlines()
+        if _unfinished_tail(record_path, lines):
+            notes.append(_drop_last_line(record_path, lines))
+            lines = lines[:-1]
+        bad = [item for item in parse_ms_lines(lines, str(record_path), n_workloads) if isinstance(item, BadLine)]
+        if bad:
+            more = f" (and {len(bad) - 1} more bad lines)" if len(bad) > 1 else ""
+            raise BadInput(f"{bad[0]}{more}: MetaSchedule cannot load this work directory's database; "
+                           "give another --work-dir, or remove the bad lines")
+    return notes
+
+
+def past_trials(database: ms.database.Database, context: ms.TuneContext) -> PastTrials:
+    """The records the database holds for the context's task (the same workload, by structure)."""
+    if not database.has_workload(context.mod):
+        return PastTrials()
+    workload = database.commit_workload(context.mod)
+    return PastTrials(tuple(r for r in database.get_all_tuning_records() if r.workload.same_as(workload)))
+
+
+def learn_past(model: ms.cost_model.CostModel, context: ms.TuneContext, past: PastTrials) -> None:
+    """Give the cost model the programs measured before, as MetaSchedule gives it a measured batch;
+    a record MetaSchedule marked failed (a run time of 1e10) comes back as a failed run."""
+    if not past.records:
+        return
+    candidates, results = [], []
+    for record in past.records:
+        sch = s_tir.Schedule(context.mod)
+        record.trace.apply_to_schedule(sch, remove_postproc=False)
+        candidates.append(MeasureCandidate(sch, record.args_info))
+        ok = _mean(record) < float("inf")
+        results.append(RunnerResult(run_secs=record.run_secs if ok else None,
+                                    error_msg=None if ok else "failed in an earlier run of this work directory"))
+    model.update(context, candidates, results)
