@@ -13,6 +13,7 @@ runs every compiled network is re-timed in alternation (3 rounds, median): compa
 from __future__ import annotations
 
 import argparse
+import shutil
 import statistics
 import tempfile
 import time
@@ -81,6 +82,8 @@ def main() -> None:
         for cost_model in ("pruner", "xgb"):
             s = base if cost_model == "pruner" else replace(base, cost_model="xgb", checkpoint=None, draft=None,
                                                             search_device=None)
+            # a fresh run each time: tune would continue a database left in the directory
+            shutil.rmtree(root / cost_model, ignore_errors=True)
             reports[cost_model], compiled[cost_model] = tune_network(network, root / cost_model, s)
             print(f"{cost_model}: {reports[cost_model].to_json()}", flush=True)
     mod = inference_module(network)

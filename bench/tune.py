@@ -134,7 +134,7 @@ def run_one(wl: str, model: str, seed: int, args, checkpoint: Path) -> dict:
     else:
         s = TuneSettings(cost_model=model, **common)
     work_dir = args.out / "runs" / f"{wl}-{model}-{seed}"
-    # a run cut short leaves its database behind, and MetaSchedule would start the rerun from it
+    # a fresh run each time: tune would continue a database a run cut short left behind
     shutil.rmtree(work_dir, ignore_errors=True)
     r = tune(named_workload(wl), wl, work_dir, s)
     b = r.cost_model_breakdown
