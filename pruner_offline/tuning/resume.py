@@ -54,22 +54,22 @@ def _mean(record: ms.database.TuningRecord) -> float:
     return sum(ok) / len(ok) if ok and len(ok) == len(secs) else float("inf")
 
 
-def _unfinished_tail(path: Path, lines: list[bytes]) -> bool:
-    """Whether the file's last line is a write that never finished: no newline after it and not
-    whole JSON."""
+def _whole_lines(path: Path, notes: list[str]) -> list[bytes]:
+    """The file's lines, the last dropped from the file (and a note of it added) where its write
+    never finished: no newline after it and not whole JSON."""
+    with open(path, "rb") as f:
+        lines = f.readlines()
     if not lines or lines[-1].endswith(b"\n"):
-        return False
+        return lines
     try:
         json.loads(lines[-1])
+        return lines
     except ValueError:
-        return True
-    return False
-
-
-def _drop_last_line(path: Path, lines: list[bytes]) -> str:
+        pass
     os.truncate(path, sum(len(line) for line in lines[:-1]))
-    return (f"{path}:{len(lines)}: dropped a line cut short ({len(lines[-1])} bytes, no newline), "
-            "left by a run that was stopped while writing it")
+    notes.append(f"{path}:{len(lines)}: dropped a line cut short ({len(lines[-1])} bytes, no newline), "
+                 "left by a run that was stopped while writing it")
+    return lines[:-1]
 
 
 def repair_database(work_dir: str | Path) -> list[str]:
@@ -77,15 +77,11 @@ def repair_database(work_dir: str | Path) -> list[str]:
     (what was dropped is returned, one message a line) and refuse any other bad line with its
     file:line. A directory without a database is left as it is."""
     root = Path(work_dir)
-    notes = []
+    notes: list[str] = []
     workload_path, record_path = root / WORKLOAD_FILE, root / RECORD_FILE
     n_workloads = 0
     if workload_path.is_file():
-        with open(workload_path, "rb") as f:
-            lines = f.readlines()
-        if _unfinished_tail(workload_path, lines):
-            notes.append(_drop_last_line(workload_path, lines))
-            lines = lines[:-1]
+        lines = _whole_lines(workload_path, notes)
         for lineno, line in enumerate(lines, 1):
             try:
                 if line.strip():
@@ -94,11 +90,7 @@ def repair_database(work_dir: str | Path) -> list[str]:
                 raise BadInput(f"{workload_path}:{lineno}: not a JSON workload: {str(exc)[:200]}") from None
         n_workloads = sum(1 for line in lines if line.strip())
     if record_path.is_file():
-        with open(record_path, "rb") as f:
-            lines = f.readlines()
-        if _unfinished_tail(record_path, lines):
-            notes.append(_drop_last_line(record_path, lines))
-            lines = lines[:-1]
+        lines = _whole_lines(record_path, notes)
         bad = [item for item in parse_ms_lines(lines, str(record_path), n_workloads) if isinstance(item, BadLine)]
         if bad:
             more = f" (and {len(bad) - 1} more bad lines)" if len(bad) > 1 else ""
