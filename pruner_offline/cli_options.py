@@ -53,6 +53,11 @@ def _bounded(parse: Callable[[str], Any], bounds: dict) -> Callable[[str], Any]:
     return check
 
 
+# Integer options end up in C integers (TVM's FFI, torch, numpy seeds): a larger one failed deep
+# inside TVM ("Expected `int` but got `ffi.BigInt`") instead of here.
+INT_MAX = 2**31 - 1
+
+
 def _number(kind: type) -> Callable[[str], Any]:
     def parse(text: str) -> Any:
         try:
@@ -61,6 +66,8 @@ def _number(kind: type) -> Callable[[str], Any]:
             raise argparse.ArgumentTypeError(f"not a{'n integer' if kind is int else ' number'}: {text!r}") from None
         if kind is float and value != value:  # NaN compares false with every bound
             raise argparse.ArgumentTypeError(f"not a number: {text!r}")
+        if kind is int and abs(value) > INT_MAX:
+            raise argparse.ArgumentTypeError(f"must be at most {INT_MAX} in size, not {text}")
         return value
     return parse
 

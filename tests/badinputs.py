@@ -126,6 +126,8 @@ STORE_DAMAGE: dict[str, tuple[Callable[[h5py.File], None], str]] = {
     "infinite labels": (_set("records/label", 7, np.inf), "records/label"),
     "labels above 1": (_set("records/label", 7, 3.0), "records/label"),
     "NaN draft scores": (_set("records/draft_score", 1, np.nan), "records/draft_score"),
+    "device constants as a name": (lambda f: f.attrs.__setitem__("devices", "epyc-7452"), "attribute devices"),
+    "target kinds as a name": (lambda f: f.attrs.__setitem__("target_kinds", "llvm"), "attribute target_kinds"),
 }
 
 

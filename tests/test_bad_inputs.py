@@ -390,6 +390,9 @@ def test_holding_out_a_network_the_data_lacks_is_refused(store, trained, tmp_pat
     (["adapt", "--checkpoint", "m.pt", "--target", "llvm", "--records", "s.h5", "--momentum", "nan"], "--momentum"),
     (["tune", "--workload", "matmul", "--work-dir", "w", "--trials", "0"], "--trials"),
     (["tune", "--workload", "matmul", "--work-dir", "w", "--trials", "-1"], "--trials"),
+    # larger than a C integer: TVM's FFI failed on it ("Expected `int` but got `ffi.BigInt`")
+    (["tune", "--workload", "matmul", "--work-dir", "w", "--population", "99999999999999999999"], "--population"),
+    (["pretrain", "--seed", str(2**40)], "--seed"),
     (["tune", "--workload", "matmul", "--work-dir", "w", "--trials", "8", "--verify-fraction", "0"],
      "--verify-fraction"),
 ])

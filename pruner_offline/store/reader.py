@@ -183,6 +183,7 @@ class FeatureStore:
                 if fmt != STORE_FORMAT:
                     raise StoreError(f"{self.path}: not a pruner-offline feature store (format {fmt!r})")
                 self.meta = {k: _decode(v) for k, v in f.attrs.items() if k != "store_format"}
+                self._check_meta()
                 self._check(f)
         except OSError as exc:
             raise StoreError(f"{self.path}: cannot read HDF5 ({exc})") from None
@@ -191,6 +192,15 @@ class FeatureStore:
             raise StoreError(
                 f"{self.path} holds features of schema {schema!r}, this code needs {expect_schema!r}: "
                 "featurize the dataset again with this version (pruner-train featurize)")
+
+    def _check_meta(self) -> None:
+        """The attributes other stages read: target kinds, and device constants per target kind."""
+        kinds, devices = self.meta.get("target_kinds", []), self.meta.get("devices", {})
+        if not isinstance(kinds, list) or not all(isinstance(k, str) for k in kinds):
+            raise StoreError(f"{self.path}: attribute target_kinds: {str(kinds)[:100]!r}, expected a list of names")
+        if not isinstance(devices, dict) or not all(isinstance(v, dict) for v in devices.values()):
+            raise StoreError(f"{self.path}: attribute devices: {str(devices)[:100]!r}, expected device constants "
+                             "per target kind")
 
     def _check(self, f: h5py.File) -> None:
         """Layout and index contents: a store that passes can be indexed without a crash."""
