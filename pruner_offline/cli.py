@@ -228,7 +228,10 @@ def _print_with_reference(results: dict[str, dict], reference: dict[str, dict]) 
 
 def cmd_pretrain(args: argparse.Namespace) -> int:
     from .training.compare import train_models
+    from .training.run import check_trainer_flags
 
+    check_trainer_flags({"accelerator": args.accelerator, "devices": args.devices, "strategy": args.strategy,
+                         "num_nodes": args.num_nodes})  # before a featurize run they would waste
     store = ensure_store(args.data, args.out / "features", args.jobs, args.quiet,
                          {kind: {"name": name} for kind, name in (("llvm", args.cpu), ("cuda", args.gpu)) if name})
     results, last = train_models(

@@ -17,6 +17,7 @@ import h5py
 import numpy as np
 import torch
 
+from pruner_offline.features.devices import DEVICES, device_to_json
 from pruner_offline.store.schema import UnitFeatures
 from pruner_offline.store.writer import write_store
 
@@ -128,6 +129,8 @@ STORE_DAMAGE: dict[str, tuple[Callable[[h5py.File], None], str]] = {
     "NaN draft scores": (_set("records/draft_score", 1, np.nan), "records/draft_score"),
     "device constants as a name": (lambda f: f.attrs.__setitem__("devices", "epyc-7452"), "attribute devices"),
     "target kinds as a name": (lambda f: f.attrs.__setitem__("target_kinds", "llvm"), "attribute target_kinds"),
+    "device constants with a text figure": (lambda f: f.attrs.__setitem__("devices", json.dumps(
+        {"llvm": {**device_to_json(DEVICES["epyc-7452"]), "peak_gflops": "fast"}})), "peak_gflops is 'fast'"),
 }
 
 
@@ -167,6 +170,9 @@ MODEL_DAMAGE: dict[str, tuple[Callable[[dict], dict], str]] = {
         "correction_scale", torch.tensor(7.0))), "correction_scale is 7.0"),
     "correction scale hyper-parameter out of range": (
         _edit_model(lambda o: o["hparams"].__setitem__("correction_scale", -1.0)), "correction_scale must be in"),
+    # adapt and tune built DeviceConstants from them and failed with a TypeError
+    "device constants without their figures": (_edit_model(lambda o: o["meta"].__setitem__(
+        "devices", {"llvm": {"name": "epyc-7452"}})), "devices['llvm']: device constants lack is_gpu"),
 }
 
 

@@ -212,6 +212,13 @@ def test_a_full_disk_leaves_nothing_behind_and_damaged_parts_are_refused_on_resu
         (parts / "0000001.npz").write_bytes(damaged)
         code, _, error = cli(capsys, "featurize", ds, "--out", out, "--quiet")
         assert code == 2 and f"{parts / '0000001.npz'}: unreadable part" in error and "delete it" in error
+    with np.load(parts / "0000000.npz") as z:  # labels written as text: the store's writer crashed on them
+        arrays = {k: z[k] for k in z.files}
+    with open(parts / "0000001.npz", "wb") as f:
+        np.savez(f, **{**arrays, "meta": np.array(str(arrays["meta"]).replace('"index": 0', '"index": 1')),
+                       "label": arrays["label"].astype("U8")})
+    code, _, error = cli(capsys, "featurize", ds, "--out", out, "--quiet")
+    assert code == 2 and f"{parts / '0000001.npz'}: label: <U8 values, expected numbers" in error, error
     (parts / "0000001.npz").unlink()
     manifest = (parts / "manifest.json").read_bytes()
     (parts / "manifest.json").write_bytes(manifest[:10])
@@ -398,6 +405,16 @@ def test_holding_out_a_network_the_data_lacks_is_refused(store, trained, tmp_pat
 ])
 def test_out_of_range_arguments_are_refused(argv, option, capsys):
     assert f"argument {option}" in usage_error(capsys, *argv)
+
+
+@pytest.mark.parametrize("flags, said", [(["--strategy", "nosuch"], "--strategy nosuch: You selected an invalid strategy"),
+                                         (["--accelerator", "cpu", "--devices", "0"], "--accelerator cpu --devices 0: "),
+                                         (["--devices", "abc"], "--devices abc: `devices` selected with")])
+def test_trainer_settings_lightning_cannot_use_are_refused_before_featurizing(flags, said, tmp_path, capsys):
+    # Lightning raised these from inside its CLI, as a ValueError, a TypeError or its own exception
+    code, _, error = cli(capsys, "pretrain", "--model", "mlp", "--out", tmp_path / "run", "--quiet", *flags)
+    assert code == 2 and error.startswith(f"pruner-train: {said}"), error
+    assert not (tmp_path / "run").exists()
 
 
 def test_a_missing_data_path_is_an_error_not_a_featurize_run(tmp_path, capsys, monkeypatch):

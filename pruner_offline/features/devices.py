@@ -11,7 +11,8 @@ the CPUs TenSet measured on; peak = cores x GHz x FMA units x 2 x fp32 lanes.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import math
+from dataclasses import MISSING, asdict, dataclass, fields
 
 from ..errors import BadInput
 
@@ -88,6 +89,29 @@ def device_for(target_kind: str, device: str | DeviceConstants | None = None) ->
 def device_to_json(dev: DeviceConstants) -> dict:
     """How stores and model files record the constants their features were made with."""
     return asdict(dev)
+
+
+_JSON_TYPES = {"str": (str,), "bool": (bool,), "int": (int,), "float": (int, float)}
+
+
+def device_from_json(d: object) -> DeviceConstants:
+    """The constants a store or model file recorded (device_to_json's form); ValueError saying
+    what is wrong with them."""
+    if not isinstance(d, dict):
+        raise ValueError(f"{str(d)[:80]!r} is not a map of device constants")
+    known = {f.name: f for f in fields(DeviceConstants)}
+    missing = [k for k, f in known.items() if f.default is MISSING and k not in d]
+    unknown = sorted(str(k) for k in d if k not in known)
+    if missing or unknown:
+        raise ValueError("device constants " + "; ".join(
+            part for part in (missing and f"lack {', '.join(missing)}", unknown and f"hold unknown {', '.join(unknown)}")
+            if part))
+    for k, v in d.items():
+        want = _JSON_TYPES[known[k].type]
+        if not isinstance(v, want) or (bool not in want and isinstance(v, bool)) or (
+                isinstance(v, float) and not math.isfinite(v)):
+            raise ValueError(f"device constants: {k} is {v!r}, expected {known[k].type}")
+    return DeviceConstants(**d)
 
 
 def describe_devices(devices: dict[str, dict]) -> str:

@@ -60,6 +60,9 @@ def _open_part(path: Path, arrays: Sequence[str]) -> tuple[dict, dict[str, np.nd
         raise StoreError(f"{path}: unreadable part ({type(exc).__name__}: {exc}); {_REDO}") from None
     if type(index) is not int or part_path(path.parent, index) != path:
         raise StoreError(f"{path}: holds part {index!r} ({meta['file']}), not {path.name}; {_REDO}")
+    for k, a in got.items():
+        if a.dtype.kind not in "biuf":  # the store's columns take numbers only
+            raise StoreError(f"{path}: {k}: {a.dtype} values, expected numbers; {_REDO}")
     return meta, got
 
 

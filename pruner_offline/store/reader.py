@@ -12,6 +12,7 @@ from typing import Iterator, Optional, Sequence, Union
 import h5py
 import numpy as np
 
+from ..features.devices import device_from_json
 from ..tenset.step_vectors import STEP_DIM
 from .schema import (DENSE_ARRAYS, INDEX_DATASETS, RECORD_ARRAYS, ROW_SHAPES, STATEMENT_ARRAYS, STORE_FORMAT,
                      LazyUnit, StoreError, UnitFeatures, UnitHeader)
@@ -198,9 +199,14 @@ class FeatureStore:
         kinds, devices = self.meta.get("target_kinds", []), self.meta.get("devices", {})
         if not isinstance(kinds, list) or not all(isinstance(k, str) for k in kinds):
             raise StoreError(f"{self.path}: attribute target_kinds: {str(kinds)[:100]!r}, expected a list of names")
-        if not isinstance(devices, dict) or not all(isinstance(v, dict) for v in devices.values()):
+        if not isinstance(devices, dict):
             raise StoreError(f"{self.path}: attribute devices: {str(devices)[:100]!r}, expected device constants "
                              "per target kind")
+        for kind, d in devices.items():
+            try:
+                device_from_json(d)
+            except ValueError as exc:
+                raise StoreError(f"{self.path}: attribute devices[{kind!r}]: {exc}") from None
 
     def _check(self, f: h5py.File) -> None:
         """Layout and index contents: a store that passes can be indexed without a crash."""

@@ -114,6 +114,7 @@ def load_model(path: Union[str, Path], expect_schema: Optional[str] = None
         if not isinstance(value, dict):
             raise ModelFileError(f"{path}: {name} is {type(value).__name__}, expected a mapping")
     _check_hparams(path, hparams)
+    _check_devices(path, meta)
     if expect_schema is not None:
         check_schema(path, hparams.get("feature_schema"), expect_schema)
     if trees:
@@ -134,9 +135,20 @@ def load_model(path: Union[str, Path], expect_schema: Optional[str] = None
 
 
 def recorded_devices(meta: dict) -> dict[str, dict]:
-    """Target kind -> the device constants the model's training features were made with ({} if unknown)."""
+    """Target kind -> the device constants the model's training features were made with ({} if unknown;
+    load_model has checked them)."""
     devices = meta.get("devices")
     return devices if isinstance(devices, dict) else {}
+
+
+def _check_devices(path: Union[str, Path], meta: dict) -> None:
+    from ..features.devices import device_from_json
+
+    for kind, d in recorded_devices(meta).items():
+        try:
+            device_from_json(d)
+        except ValueError as exc:
+            raise ModelFileError(f"{path}: meta: devices[{kind!r}]: {exc}") from None
 
 
 def trained_on_other_kinds(meta: dict, kinds) -> list[str]:
@@ -152,7 +164,7 @@ def model_device(target_kind: str, model_files: dict[str, dict], device=None, op
     ``model_files`` (path -> meta): the models' own; ``device`` (given as ``option``) only where it
     agrees with them or they recorded none. A model of other target kinds is refused unless
     ``other_kinds`` (adapting a model to another target is a use of its own)."""
-    from ..features.devices import DeviceConstants, device_for
+    from ..features.devices import DeviceConstants, device_for, device_from_json
 
     recorded: dict[str, DeviceConstants] = {}
     for path, meta in model_files.items():
@@ -161,7 +173,7 @@ def model_device(target_kind: str, model_files: dict[str, dict], device=None, op
             raise ModelFileError(f"{path} was trained on {', '.join(sorted(devices))} programs, not {target_kind}: "
                                  f"use a model trained on {target_kind} records (pruner-train pretrain --data ...)")
         if target_kind in devices:
-            recorded[path] = DeviceConstants(**devices[target_kind])
+            recorded[path] = device_from_json(devices[target_kind])
     if len(set(recorded.values())) > 1:
         raise ModelFileError("the models were trained with different device constants: "
                              + ", ".join(f"{p}: {d.name}" for p, d in recorded.items()))

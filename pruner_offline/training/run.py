@@ -105,6 +105,25 @@ def make_cli(args: list[str]) -> CostModelCLI:
                        "pruner_offline.training.lightning_cli fit --help)") from None
 
 
+def check_trainer_flags(flags: dict[str, Optional[object]]) -> None:
+    """Refuse Trainer settings Lightning cannot use (an unknown strategy, an accelerator this
+    machine lacks, devices it does not have), before any data is read; Lightning raised them from
+    inside the LightningCLI as assorted exceptions."""
+    from lightning import Trainer
+    from lightning.fabric.utilities.exceptions import MisconfigurationException
+
+    given = {k: v for k, v in flags.items() if v is not None}
+    if not given:
+        return
+    try:
+        with lightning_voice(True):
+            Trainer(logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                    enable_model_summary=False, **given)
+    except (ValueError, TypeError, ImportError, MisconfigurationException) as exc:
+        options = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in given.items())
+        raise BadInput(f"{options}: {' '.join(str(exc).split())[:300]}") from None
+
+
 def pretrain(store: Path, model: str, split: str, out_dir: Path, *, max_epochs: Optional[int] = None,
              seed: int = 0, accelerator: Optional[str] = None, devices: Optional[str] = None,
              strategy: Optional[str] = None, num_nodes: Optional[int] = None, batch_size: Optional[int] = None, extra_configs: Sequence[Path] = (),
@@ -115,6 +134,7 @@ def pretrain(store: Path, model: str, split: str, out_dir: Path, *, max_epochs: 
     """
     configs = recipe_configs(model, extra_configs)
     check_recipes(configs)
+    check_trainer_flags({"accelerator": accelerator, "devices": devices, "strategy": strategy, "num_nodes": num_nodes})
     run_dir = out_dir / model
     args = [a for c in configs for a in ("--config", str(c))]
     args += ["--model.model", model, "--model.feature_schema", feature_schema,
