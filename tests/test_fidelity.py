@@ -65,3 +65,48 @@ def test_check_replay_command_prints_a_table_and_json(dataset, capsys):
     assert "agreement per group" in "\n".join(out)
     summary = json.loads(out[-1])
     assert set(summary["llvm"]["group_agreement"]) == set(GROUPS)
+
+
+def _with_oracle_file(dataset, tmp_path, damage) -> tuple:
+    """A copy of ``dataset`` with one record file and its oracle file, the latter changed by ``damage``."""
+    copy = tmp_path / "ds"
+    (copy / "oracle").mkdir(parents=True)
+    (copy / "network_info").symlink_to(dataset / "network_info")
+    record = sorted((dataset / "measure_records").rglob("*.json"))[0]
+    rel = record.relative_to(dataset)
+    (copy / rel).parent.mkdir(parents=True)
+    (copy / rel).symlink_to(record)
+    (copy / "oracle" / "index.json").write_bytes((dataset / "oracle" / "index.json").read_bytes())
+    npz = copy / "oracle" / rel.with_suffix(".npz")
+    npz.parent.mkdir(parents=True)
+    with np.load(dataset / "oracle" / rel.with_suffix(".npz")) as z:
+        arrays = {k: z[k] for k in z.files}
+    damage(npz, arrays)
+    return copy, npz
+
+
+def _save(changes):
+    def damage(npz, arrays):
+        with open(npz, "wb") as f:
+            np.savez(f, **{**arrays, **changes(arrays)})
+    return damage
+
+
+@pytest.mark.parametrize("damage, said", [
+    (lambda npz, a: npz.write_bytes(b"PK\x03\x04 not a zip"), "unreadable oracle file"),
+    (_save(lambda a: {"features": np.array([object()] * 3, dtype=object)}), "unreadable oracle file"),
+    (_save(lambda a: {"offsets": a["offsets"][:-2]}), "oracle arrays do not fit together"),
+    (_save(lambda a: {"features": np.full_like(a["features"], np.nan)}), "oracle arrays do not fit together or are not finite"),
+    (_save(lambda a: {"features": a["features"].astype(str)}), "oracle arrays do not fit together"),
+])
+def test_a_damaged_oracle_file_is_named_not_a_crash(dataset, tmp_path, capsys, damage, said):
+    copy, npz = _with_oracle_file(dataset, tmp_path, damage)
+    assert main(["check-replay", str(copy), "--sample", "1", "--quiet"]) == 2
+    assert f"{npz}: {said}" in capsys.readouterr().err
+
+
+def test_a_damaged_oracle_index_is_named(dataset, tmp_path, capsys):
+    copy, _ = _with_oracle_file(dataset, tmp_path, lambda npz, a: np.savez(npz, **a))
+    (copy / "oracle" / "index.json").write_text("{feature_names: 1}")
+    assert main(["check-replay", str(copy), "--sample", "1", "--quiet"]) == 2
+    assert f"{copy / 'oracle' / 'index.json'}: not an oracle index" in capsys.readouterr().err

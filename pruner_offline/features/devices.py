@@ -103,9 +103,9 @@ def device_from_json(d: object) -> DeviceConstants:
     missing = [k for k, f in known.items() if f.default is MISSING and k not in d]
     unknown = sorted(str(k) for k in d if k not in known)
     if missing or unknown:
-        raise ValueError("device constants " + "; ".join(
-            part for part in (missing and f"lack {', '.join(missing)}", unknown and f"hold unknown {', '.join(unknown)}")
-            if part))
+        parts = ([f"lack {', '.join(missing)}"] if missing else []) + ([f"hold unknown {', '.join(unknown)}"]
+                                                                        if unknown else [])
+        raise ValueError("device constants " + "; ".join(parts))
     for k, v in d.items():
         want = _JSON_TYPES[known[k].type]
         if not isinstance(v, want) or (bool not in want and isinstance(v, bool)) or (

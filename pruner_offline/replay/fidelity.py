@@ -21,6 +21,7 @@ assignment over the number of disagreeing values; unpaired rows are reported by 
 from __future__ import annotations
 
 import json
+import zipfile
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +30,7 @@ from typing import Callable, Iterator, Optional
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
+from ..errors import BadInput
 from ..features.per_store import per_store_features
 from ..tenset.dataset import discover, load_task_index
 from ..tenset.records import Record, read_records
@@ -75,13 +77,36 @@ class Oracle:
         index = dataset / "oracle" / "index.json"
         if not index.is_file():
             raise OracleMissing(f"{index} not found (the oracle features of the dataset)")
-        return cls(dataset / "oracle", tuple(json.loads(index.read_text())["feature_names"]))
+        try:
+            names = json.loads(index.read_text())["feature_names"]
+        except (ValueError, UnicodeDecodeError, KeyError, TypeError) as exc:
+            raise BadInput(f"{index}: not an oracle index with feature_names ({type(exc).__name__}: {exc})") from None
+        if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+            raise BadInput(f"{index}: feature_names is not a list of names")
+        return cls(dataset / "oracle", tuple(names))
+
+    def _load(self, npz: Path) -> dict[str, np.ndarray]:
+        """One oracle file, checked: per record a count of stores and their rows of features."""
+        try:
+            with np.load(npz, allow_pickle=False) as z:
+                data = {k: z[k] for k in ("n_stores", "offsets", "features")}
+        except (OSError, EOFError, ValueError, KeyError, zipfile.BadZipFile) as exc:
+            raise BadInput(f"{npz}: unreadable oracle file ({type(exc).__name__}: {exc})") from None
+        n, offsets, feats = data["n_stores"], data["offsets"], data["features"]
+        width = len(self.feature_names)
+        if (n.ndim != 1 or offsets.shape != (len(n) + 1,) or offsets.dtype.kind not in "iu"
+                or feats.dtype.kind != "f" or offsets[0] != 0 or (np.diff(offsets) != n * width).any()
+                or feats.size != offsets[-1] or not np.isfinite(feats).all()):
+            raise BadInput(f"{npz}: oracle arrays do not fit together or are not finite (n_stores {n.shape} "
+                           f"{n.dtype}, offsets {offsets.shape} {offsets.dtype}, features {feats.shape} "
+                           f"{feats.dtype}, {width} features a store)")
+        return data
 
     def rows(self, dataset: Path, record_file: Path, line: int) -> Optional[np.ndarray]:
         """Ansor's [n_stores, 164] of the 1-based ``line`` of ``record_file``; None if not there."""
         if record_file not in self._files:
             npz = self.root / record_file.relative_to(dataset).with_suffix(".npz")
-            self._files[record_file] = dict(np.load(npz)) if npz.is_file() else {}
+            self._files[record_file] = self._load(npz) if npz.is_file() else {}
         data = self._files[record_file]
         if not data or line > len(data["n_stores"]):
             return None
