@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Optional, Union
 
 import numpy as np
 
+from .errors import BadInput
 from .features import FEATURE_SCHEMA_VERSION, DeviceConstants
 from .executors import Executor, LocalExecutor
 from .features.devices import device_for, device_to_json
@@ -142,6 +143,16 @@ def _work(args: tuple[ProgramSource, FeaturizeSettings, Unit, Path]) -> tuple[in
     return unit.index, feats.records_read, len(feats.arrays["line"])
 
 
+def _check_storable(root: Path, name: str) -> None:
+    """The store keeps paths and device names as UTF-8 text; a name of other bytes (Python holds
+    them as lone surrogates) would stop the run when the store is written, after all the work."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise BadInput(f"{root}: the name {name!r} is not UTF-8 text, which the feature store keeps names as; "
+                       "rename it") from None
+
+
 def run_featurize(settings: FeaturizeSettings, out: Path, jobs: int = 1,
                   on_progress: Optional[Callable[[int, int], None]] = None,
                   executor: Optional[Executor] = None) -> FeaturizeReport:
@@ -154,6 +165,8 @@ def run_featurize(settings: FeaturizeSettings, out: Path, jobs: int = 1,
             settings.constants(kind)  # an unknown device fails here, not in every worker
     source = open_source(settings.dataset)
     units = plan_units(source, settings)
+    for name in (str(source.root), *(u.name for u in units), *(u.device for u in units)):
+        _check_storable(source.root, name)
     if not units:
         raise SourceError(f"{source.root}: nothing to featurize"
                           + (f" measured on device {settings.device!r}" if settings.device else "")

@@ -3,6 +3,7 @@ locates what was skipped while every good record is kept; never in a traceback."
 
 import errno
 import json
+import os
 import math
 import shutil
 import tempfile
@@ -479,3 +480,20 @@ def test_our_warnings_are_one_line_for_the_user_and_others_keep_their_source(cap
         "pruner-train: warning: the draft score ranks this search with other constants"]
     assert passed_on == [("a library's own caution", UserWarning, "/elsewhere/lib.py", 7, None, None)]
     assert warnings.showwarning.__name__ == "<lambda>"  # put back as it was
+
+
+def test_a_record_file_name_that_is_not_utf8_is_refused_before_any_work(tenset_mini, tmp_path, capsys):
+    # the store keeps names as UTF-8 text: writing it failed after every file was featurized
+    ds = tmp_path / "ds"
+    (ds / "measure_records").mkdir(parents=True)
+    (ds / "network_info").symlink_to(tenset_mini / "network_info")
+    record = sorted((tenset_mini / "measure_records").rglob("*.json"))[0]
+    device = os.fsencode(ds / "measure_records") + b"/dev\xff"
+    try:
+        os.mkdir(device)
+    except OSError:
+        pytest.skip("this file system refuses names that are not UTF-8")
+    os.symlink(os.fsencode(record), device + b"/" + os.fsencode(record.name))
+    code, _, error = cli(capsys, "featurize", ds, "--out", tmp_path / "s.h5", "--quiet")
+    assert code == 2 and "dev\\udcff" in error and "is not UTF-8 text" in error, error
+    assert not (tmp_path / "s.h5.parts").exists()
