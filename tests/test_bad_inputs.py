@@ -3,8 +3,8 @@ locates what was skipped while every good record is kept; never in a traceback."
 
 import errno
 import json
-import os
 import math
+import os
 import shutil
 import tempfile
 from pathlib import Path
