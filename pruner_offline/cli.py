@@ -329,6 +329,7 @@ def _follow(args: argparse.Namespace, module, device, cfg, method: str) -> int:
 def cmd_adapt(args: argparse.Namespace) -> int:
     from .adapt.config import METHODS, AdaptConfig
     from .adapt.online import OnlineRecords, programs_of_store
+    from .atomic import check_replaceable
     from .adapt.simulate import held_out_rows, plot_curves, simulate, tuning_order
     from .features import FEATURE_SCHEMA_VERSION
     from .features.devices import device_to_json
@@ -337,6 +338,8 @@ def cmd_adapt(args: argparse.Namespace) -> int:
 
     # the model must read features of its own schema: the stores' (checked below), or, when
     # following a live run, the ones this version extracts
+    if args.save is not None:
+        check_replaceable(args.save)  # before the training whose model it would hold
     module, meta = load_model(args.checkpoint, expect_schema=str(FEATURE_SCHEMA_VERSION) if args.follow else None)
     cfg = settings_from(AdaptConfig, args)
     methods = list(METHODS) if args.method == "all" else [args.method]

@@ -497,3 +497,15 @@ def test_a_record_file_name_that_is_not_utf8_is_refused_before_any_work(tenset_m
     code, _, error = cli(capsys, "featurize", ds, "--out", tmp_path / "s.h5", "--quiet")
     assert code == 2 and "dev\\udcff" in error and "is not UTF-8 text" in error, error
     assert not (tmp_path / "s.h5.parts").exists()
+
+
+def test_an_output_that_is_not_a_regular_file_is_never_replaced(tenset_mini, store, trained, tmp_path, capsys):
+    # a rename replaces the node itself: run as root, --out /dev/null made /dev/null a regular file
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for argv in (["featurize", tenset_mini, "--out", fifo], ["merge", "--out", fifo, store],
+                 ["adapt", "--checkpoint", trained[0], "--target", "llvm", "--records", store, "--method", "finetune",
+                  "--save", fifo]):
+        code, _, error = cli(capsys, *argv, "--quiet") if argv[0] != "merge" else cli(capsys, *argv)
+        assert code == 2 and f"{fifo}: exists and is not a regular file" in error, (argv[0], error)
+        assert fifo.is_fifo()

@@ -7,7 +7,7 @@ from typing import Sequence
 
 from .reader import FeatureStore
 from .schema import StoreError, UnitFeatures
-from .writer import write_store
+from .writer import check_output, write_store
 
 # what differs between shards of one dataset
 PER_SHARD = ("shard", "target_kinds")
@@ -18,6 +18,7 @@ def merge(out: Path, stores: Sequence[Path]) -> int:
     features and settings, and no record file may appear in two of them."""
     if not stores:
         raise StoreError("nothing to merge")
+    check_output(out)
     units: dict[int, UnitFeatures] = {}
     networks: dict[str, dict[str, int]] = {}
     kinds: set[str] = set()

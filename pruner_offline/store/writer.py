@@ -9,7 +9,7 @@ from typing import Iterable, Iterator, Sequence, Union
 import h5py
 import numpy as np
 
-from ..atomic import atomic_write
+from ..atomic import atomic_write, check_replaceable
 from .parts import lazy_part
 from .schema import (DENSE_ARRAYS, RECORD_ARRAYS, ROW_SHAPES, STATEMENT_ARRAYS, STORE_FORMAT, LazyUnit, StoreError,
                      UnitFeatures, UnitHeader)
@@ -141,6 +141,10 @@ def check_output(out: Path) -> None:
     """Refuse a store path that cannot be written before the work that fills it starts."""
     if out.is_dir():
         raise StoreError(f"{out}: is a directory; name the store file to write, e.g. {out / 'features.h5'}")
+    try:
+        check_replaceable(out)
+    except OSError as exc:
+        raise StoreError(f"{out}: {exc.strerror}") from None
 
 
 def assemble(out: Path, parts: Iterable[tuple[int, Path]], meta: dict,
