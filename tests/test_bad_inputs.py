@@ -6,6 +6,8 @@ import json
 import math
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -15,6 +17,7 @@ import pytest
 import torch
 
 import badinputs as bi
+from conftest import REPO
 from pruner_offline.cli import main
 from pruner_offline.errors import dumps
 from pruner_offline.sources.metaschedule import read_ms_records
@@ -509,3 +512,52 @@ def test_an_output_that_is_not_a_regular_file_is_never_replaced(tenset_mini, sto
         code, _, error = cli(capsys, *argv, "--quiet") if argv[0] != "merge" else cli(capsys, *argv)
         assert code == 2 and f"{fifo}: exists and is not a regular file" in error, (argv[0], error)
         assert fifo.is_fifo()
+
+
+def _first_record_with(edit) -> str:
+    line = json.loads((REPO / "datasets" / "h200-ms-mini" / "database_tuning_record.json").read_text().splitlines()[0])
+    insts, decisions = line[1][0]
+    edit(insts, decisions)
+    return json.dumps(line)
+
+
+def _decision_of(kind: str):
+    def find(insts, decisions):
+        return next(d for d in decisions if insts[d[0]][0] == kind)
+    return find
+
+
+# each of these stopped the process inside TVM's trace replay: SIGFPE or SIGSEGV, no message
+NATIVE_CRASHES = {
+    "a tile factor of 0": (lambda i, d: _decision_of("SamplePerfectTile")(i, d).__setitem__(1, [1, 0, 1, 64, 1]),
+                           "SamplePerfectTile: decision [1, 0, 1, 64, 1] is not [5] factors >= 1"),
+    "a null tile decision": (lambda i, d: _decision_of("SamplePerfectTile")(i, d).__setitem__(1, None),
+                             "SamplePerfectTile: decision None"),
+    "a category out of range": (lambda i, d: _decision_of("SampleCategorical")(i, d).__setitem__(1, 99),
+                                "SampleCategorical: decision 99 is not an index below"),
+    "a null attribute": (lambda i, d: i[0][2].__setitem__(0, None), "GetSBlock: a null attribute"),
+}
+
+
+@pytest.mark.parametrize("damage", sorted(NATIVE_CRASHES))
+def test_a_tuning_record_tvm_would_crash_on_is_a_bad_line(damage, tmp_path):
+    edit, said = NATIVE_CRASHES[damage]
+    workloads = (REPO / "datasets" / "h200-ms-mini" / "database_workload.json").read_text().splitlines()
+    good = _first_record_with(lambda i, d: None)
+    db = bi.metaschedule_db(tmp_path / "db", workloads, [good, _first_record_with(edit), good])
+    items = list(read_ms_records(db))
+    assert [type(i).__name__ for i in items] == ["MSRecordLine", "BadLine", "MSRecordLine"]
+    assert items[1].source.line == 2 and said in items[1].reason, items[1].reason
+
+
+def test_featurize_reports_such_a_record_and_keeps_the_others(tmp_path):
+    workloads = (REPO / "datasets" / "h200-ms-mini" / "database_workload.json").read_text().splitlines()
+    good = _first_record_with(lambda i, d: None)
+    db = bi.metaschedule_db(tmp_path / "db", workloads, [_first_record_with(NATIVE_CRASHES["a tile factor of 0"][0]),
+                                                          good])
+    # a child process: were the check gone, TVM would take the test process down with it
+    done = subprocess.run([sys.executable, "-m", "pruner_offline.cli", "featurize", str(db), "--out",
+                           str(tmp_path / "s.h5"), "--jobs", "1", "--quiet"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "database_tuning_record.json#workload=0:1: unreadable line: bad tuning record" in done.stdout + done.stderr
+    assert json.loads(done.stdout.strip().splitlines()[-1])["records"] == 1

@@ -54,13 +54,42 @@ def is_metaschedule_database(path: Union[str, Path]) -> bool:
     return (p / WORKLOAD_FILE).is_file() and (p / RECORD_FILE).is_file()
 
 
+def _check_trace(trace: object) -> None:
+    """What TVM's trace replay trusts without checking: a decision it divides by, indexes with or
+    dereferences (a tile factor of 0 stopped the process with SIGFPE, a null decision or attribute
+    with SIGSEGV, before any Python error could be raised)."""
+    if not (isinstance(trace, list) and len(trace) == 2 and all(isinstance(t, list) for t in trace)):
+        raise ValueError("trace is not [instructions, decisions]")
+    insts, decisions = trace
+    for inst in insts:
+        if not (isinstance(inst, list) and len(inst) == 4 and isinstance(inst[0], str)
+                and all(isinstance(x, list) for x in inst[1:])):
+            raise ValueError("an instruction is not [name, inputs, attributes, outputs]")
+        if any(a is None for a in inst[2]):
+            raise ValueError(f"{inst[0]}: a null attribute")
+    for d in decisions:
+        if not (isinstance(d, list) and len(d) == 2 and type(d[0]) is int and 0 <= d[0] < len(insts)):
+            raise ValueError("a decision is not [instruction index, value]")
+        name, attrs, value = insts[d[0]][0], insts[d[0]][2], d[1]
+        if name == "SamplePerfectTile":
+            if not (isinstance(value, list) and value and all(type(v) is int and v >= 1 for v in value)
+                    and (not attrs or len(value) == attrs[0])):
+                raise ValueError(f"SamplePerfectTile: decision {str(value)[:80]} is not {attrs[:1]} factors >= 1")
+        elif name == "SampleCategorical":
+            n = len(attrs[0]) if attrs and isinstance(attrs[0], list) else 0
+            if not (type(value) is int and 0 <= value < n):
+                raise ValueError(f"SampleCategorical: decision {str(value)[:80]} is not an index below {n}")
+        elif not (type(value) is int or (isinstance(value, list) and value
+                                         and all(type(v) is int and v >= 1 for v in value))):
+            raise ValueError(f"{name}: decision {str(value)[:80]} is not an integer or positive integers")
+
+
 def _check(obj: object) -> tuple[int, tuple[float, ...], str]:
     if not (isinstance(obj, list) and len(obj) == 2 and type(obj[0]) is int and isinstance(obj[1], list)
             and len(obj[1]) >= 3):
         raise ValueError("not [workload_index, [trace, run_secs, target, ...]]")
     trace, run_secs, target = obj[1][:3]
-    if not isinstance(trace, list):
-        raise ValueError("trace is not a list")
+    _check_trace(trace)
     if run_secs is None:
         run_secs = []
     if not isinstance(run_secs, list) or any(type(s) not in (int, float) for s in run_secs):
