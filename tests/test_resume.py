@@ -95,6 +95,11 @@ def test_a_bad_line_inside_the_database_is_refused_naming_it(first_run, tmp_path
                                                                      "left by a run that was stopped while writing it"]
     assert (tmp_path / "database_workload.json").read_bytes() == workloads
     assert repair_database(tmp_path / "absent") == []
+    # JSON, but not a workload: MetaSchedule's loader fails inside, the directory is named
+    (tmp_path / "database_workload.json").write_text('["123", "AAAA"]\n')
+    assert main(["tune", "--workload", "matmul-small", "--cost-model", "random", "--trials", "8",
+                 "--work-dir", str(tmp_path), "--quiet"]) == 2
+    assert f"{tmp_path}: MetaSchedule cannot load the database there" in capsys.readouterr().err
 
 
 def test_the_cost_model_learns_the_programs_measured_before(first_run):

@@ -22,7 +22,7 @@ from ..targets import tuning_target
 from .build import make_runner, run_builder
 from .context import make_context
 from .logs import run_logger, tuning_loggers
-from .resume import learn_past, past_trials, repair_database
+from .resume import learn_past, open_database, past_trials
 from .run import cost_breakdown, cost_seconds, make_cost_model, make_strategy
 from .settings import TuneSettings
 from .timing import TaskBests, TimedCostModel
@@ -147,9 +147,9 @@ def tune_network(network: Network, work_dir: str | Path, s: TuneSettings,
     if not extracted:
         raise BadInput(f"{name}: no kernels to tune in it")
     loggers = tuning_loggers(work_dir, [t.task_name for t in extracted], quiet)
-    for note in repair_database(work_dir):
+    database, notes = open_database(work_dir)
+    for note in notes:
         run_logger().warning(note)
-    database = ms.database.JSONDatabase(work_dir=str(work_dir))
     model = TimedCostModel(make_cost_model(s))  # one model learns from every task's measurements
     contexts = [make_context(t.dispatched[0], target, num_threads=s.num_cores,
                              seed=None if s.seed is None else s.seed + i, logger=logger,

@@ -99,6 +99,19 @@ def repair_database(work_dir: str | Path) -> list[str]:
     return notes
 
 
+def open_database(work_dir: str | Path) -> tuple[ms.database.JSONDatabase, list[str]]:
+    """The work directory's database, repaired (repair_database, whose notes come with it) and
+    loaded; a database MetaSchedule cannot load (a workload that is JSON but not an IRModule, say)
+    is refused naming the directory, where MetaSchedule's loader said only what failed inside it."""
+    notes = repair_database(work_dir)
+    try:
+        return ms.database.JSONDatabase(work_dir=str(work_dir)), notes
+    except Exception as exc:  # noqa: BLE001 - the loader fails with C++ errors of any kind
+        message = " ".join(str(exc).split())[-300:]
+        raise BadInput(f"{work_dir}: MetaSchedule cannot load the database there ({type(exc).__name__}: "
+                       f"{message}); give another --work-dir") from None
+
+
 def past_trials(database: ms.database.Database, context: ms.TuneContext) -> PastTrials:
     """The records the database holds for the context's task (the same workload, by structure)."""
     if not database.has_workload(context.mod):

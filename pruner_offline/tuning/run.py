@@ -19,7 +19,7 @@ from .build import make_runner, run_builder
 from .settings import COST_MODELS, TuneSettings
 from .context import make_context
 from .logs import run_logger, tuning_loggers
-from .resume import learn_past, past_trials, repair_database
+from .resume import learn_past, open_database, past_trials
 from .timing import LatencyCurve, TimedCostModel
 
 
@@ -129,9 +129,9 @@ def tune(mod: tvm.IRModule, workload: str, work_dir: str | Path, s: TuneSettings
     work_dir.mkdir(parents=True, exist_ok=True)
     target = tuning_target(s.target_kind, s.num_cores)
     logger = tuning_loggers(work_dir, ["main"], quiet)[0]
-    for note in repair_database(work_dir):
+    database, notes = open_database(work_dir)
+    for note in notes:
         run_logger().warning(note)
-    database = ms.database.JSONDatabase(work_dir=str(work_dir))
     model = TimedCostModel(make_cost_model(s))
     context = make_context(mod, target, num_threads=s.num_cores, seed=s.seed, logger=logger,
                            population_size=s.population_size, strategy=make_strategy(s, model.inner))
