@@ -321,8 +321,14 @@ def _follow(args: argparse.Namespace, module, device, cfg, method: str) -> int:
     st = follow(module, live, args.target, device, method, cfg, args.save, save_every=args.save_every,
                 idle_timeout=args.idle_timeout, max_records=args.max_records,
                 on_event=lambda msg: print(msg, file=sys.stderr))
+    written = args.save.is_file()
     print(dumps({"online_records": st.online, "rounds": st.rounds, "lines": st.lines,
-                      "skipped": st.skipped, "model": str(args.save)}))
+                 "skipped": st.skipped, "model": str(args.save) if written else None}))
+    if not written:  # a mistyped path waited out the idle timeout and looked like a run that worked
+        seen = "never appeared" if not args.records.exists() else f"gave {st.online} usable records"
+        print(f"pruner-train: {args.records}: {seen} in {args.idle_timeout:g} s; no model written to {args.save} "
+              f"(a round is {cfg.round_size} records)", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -561,3 +561,13 @@ def test_featurize_reports_such_a_record_and_keeps_the_others(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     assert "database_tuning_record.json#workload=0:1: unreadable line: bad tuning record" in done.stdout + done.stderr
     assert json.loads(done.stdout.strip().splitlines()[-1])["records"] == 1
+
+
+def test_following_a_record_file_that_never_appears_says_so_and_writes_no_model(tenset_mini, tmp_path, capsys):
+    # it used to wait out the idle timeout and print the model path as if it had written one
+    missing = tmp_path / "tuning.json"
+    code, out, error = cli(capsys, "adapt", "--follow", "--checkpoint", REPO / "checkpoints" / "pacm.pt", "--target",
+                           "llvm", "--records",
+                           missing, "--tasks", tenset_mini, "--save", tmp_path / "m.pt", "--idle-timeout", "1")
+    assert code == 2 and f"pruner-train: {missing}: never appeared in 1 s; no model written" in error, error
+    assert json.loads(out.strip().splitlines()[-1])["model"] is None and not (tmp_path / "m.pt").exists()
