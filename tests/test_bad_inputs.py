@@ -216,13 +216,20 @@ def test_a_full_disk_leaves_nothing_behind_and_damaged_parts_are_refused_on_resu
         (parts / "0000001.npz").write_bytes(damaged)
         code, _, error = cli(capsys, "featurize", ds, "--out", out, "--quiet")
         assert code == 2 and f"{parts / '0000001.npz'}: unreadable part" in error and "delete it" in error
-    with np.load(parts / "0000000.npz") as z:  # labels written as text: the store's writer crashed on them
+    with np.load(parts / "0000000.npz") as z:
         arrays = {k: z[k] for k in z.files}
-    with open(parts / "0000001.npz", "wb") as f:
-        np.savez(f, **{**arrays, "meta": np.array(str(arrays["meta"]).replace('"index": 0', '"index": 1')),
-                       "label": arrays["label"].astype("U8")})
-    code, _, error = cli(capsys, "featurize", ds, "--out", out, "--quiet")
-    assert code == 2 and f"{parts / '0000001.npz'}: label: <U8 values, expected numbers" in error, error
+    as_part_1 = np.array(str(arrays["meta"]).replace('"index": 0', '"index": 1'))
+    statements = arrays["statements"].copy()
+    statements[0, 0] = np.nan
+    # text labels crashed the store's writer; the others were written into the store
+    for change, said in (({"label": arrays["label"].astype("U8")}, "label: <U8 values, expected numbers"),
+                         ({"statements": statements}, "statements: values that are not finite"),
+                         ({"line": arrays["line"] - 1000}, "line: values below 1"),
+                         ({"symbols": arrays["symbols"][:-1]}, "symbols: ")):
+        with open(parts / "0000001.npz", "wb") as f:
+            np.savez(f, **{**arrays, "meta": as_part_1, **change})
+        code, _, error = cli(capsys, "featurize", ds, "--out", out, "--quiet")
+        assert code == 2 and f"{parts / '0000001.npz'}: {said}" in error, error
     (parts / "0000001.npz").unlink()
     manifest = (parts / "manifest.json").read_bytes()
     (parts / "manifest.json").write_bytes(manifest[:10])

@@ -17,7 +17,8 @@ from typing import Sequence
 import numpy as np
 
 from ..atomic import atomic_write
-from .schema import DENSE_ARRAYS, RECORD_ARRAYS, STATEMENT_ARRAYS, LazyUnit, StoreError, UnitFeatures, UnitHeader
+from .schema import (DENSE_ARRAYS, RECORD_ARRAYS, ROW_SHAPES, STATEMENT_ARRAYS, LazyUnit, StoreError, UnitFeatures,
+                     UnitHeader)
 
 _ARRAYS = tuple(RECORD_ARRAYS) + STATEMENT_ARRAYS + DENSE_ARRAYS
 
@@ -66,8 +67,31 @@ def _open_part(path: Path, arrays: Sequence[str]) -> tuple[dict, dict[str, np.nd
     return meta, got
 
 
+def _check_rows(path: Path, a: dict[str, np.ndarray]) -> None:
+    """A part's arrays as the store takes them: one row per record, as many statement rows as the
+    records count, rows of the features' shapes (a part without rows holds placeholders), finite
+    features, labels in [0, 1] or unmeasured."""
+    n = len(a["line"])
+    problems = [f"{k}: {len(a[k])} rows for {n} records" for k in (*RECORD_ARRAYS, *DENSE_ARRAYS) if len(a[k]) != n]
+    s = int(a["stmt_count"].sum()) if n == len(a["stmt_count"]) else -1
+    problems += [f"{k}: {len(a[k])} rows for {s} statements" for k in STATEMENT_ARRAYS if len(a[k]) != s]
+    problems += [f"{k}: rows of shape {a[k].shape[1:]}, expected {ROW_SHAPES[k]}"
+                 for k in (*STATEMENT_ARRAYS, *DENSE_ARRAYS) if len(a[k]) and a[k].shape[1:] != ROW_SHAPES[k]]
+    if not problems:
+        problems += [f"{k}: values that are not finite" for k in (*STATEMENT_ARRAYS, *DENSE_ARRAYS, "draft_score")
+                     if not np.isfinite(a[k]).all()]
+        problems += [f"{k}: values below {low}" for k, low in (("line", 1), ("position", 0), ("stmt_count", 0))
+                     if (a[k] < low).any()]
+        label = a["label"]
+        if not (np.isnan(label) | ((label >= 0) & (label <= 1))).all():
+            problems.append("label: values outside [0, 1]")
+    if problems:
+        raise StoreError(f"{path}: {problems[0]}; {_REDO}")
+
+
 def read_part(path: Path) -> UnitFeatures:
     meta, arrays = _open_part(path, _ARRAYS)
+    _check_rows(path, arrays)
     return UnitFeatures(meta["file"], meta["device"], meta["workload_key"], meta["target_kind"], arrays,
                         meta["failures"], meta["records_read"])
 
