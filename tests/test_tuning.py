@@ -183,6 +183,15 @@ def test_module_files_load_as_the_workload(tmp_path):
     (tmp_path / "bin.py").write_bytes(b"\x8f\x00\xff")
     with pytest.raises(ValueError, match="bin.py: not a text file"):
         load_module(tmp_path / "bin.py")
+    # tune tunes main alone: a second function was dropped without a word, a module without main
+    # failed inside MetaSchedule
+    two = tvm.IRModule({"main": mod["main"], "other": mod["main"].with_attr("global_symbol", "other")})
+    (tmp_path / "two.json").write_text(tvm.ir.save_json(two))
+    with pytest.raises(ValueError, match="two.json: tune takes one PrimFunc named main; this module holds main, other"):
+        load_module(tmp_path / "two.json")
+    (tmp_path / "nomain.json").write_text(tvm.ir.save_json(tvm.IRModule({"mm": mod["main"]})))
+    with pytest.raises(ValueError, match="this module holds mm"):
+        load_module(tmp_path / "nomain.json")
 
 
 def test_tune_reports_an_unreadable_module_file(tmp_path, capsys):

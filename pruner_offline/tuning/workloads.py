@@ -126,4 +126,9 @@ def load_module(path: str | Path) -> tvm.IRModule:
         obj = tvm.IRModule({"main": obj.with_attr("global_symbol", "main")})
     if not isinstance(obj, tvm.IRModule) or not any(isinstance(f, tirx.PrimFunc) for f in obj.functions.values()):
         raise ValueError(f"{path}: expected a TIR PrimFunc or an IRModule of PrimFuncs, got {type(obj).__name__}")
+    names = sorted(gv.name_hint for gv in obj.functions)
+    if names != ["main"]:
+        # tune tunes one kernel, `main`; any other function would be left out without a word
+        raise ValueError(f"{path}: tune takes one PrimFunc named main; this module holds {', '.join(names)} "
+                         "(a whole network: --network, --exported-program or --onnx)")
     return obj
