@@ -162,7 +162,7 @@ def tune_network(network: Network, work_dir: str | Path, s: TuneSettings,
     left = s.trials - resumed
     if resumed:
         run_logger().info("resuming: %d trials measured before in %s, %d left of --trials %d", resumed, work_dir,
-                   max(left, 0), s.trials)
+                          max(left, 0), s.trials)
     start = time.perf_counter()
     if left > 0:
         for context, p in zip(contexts, past):

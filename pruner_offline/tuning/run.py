@@ -139,7 +139,7 @@ def tune(mod: tvm.IRModule, workload: str, work_dir: str | Path, s: TuneSettings
     left = s.trials - past.trials
     if past.trials:
         run_logger().info("resuming: %d trials measured before in %s, %d left of --trials %d", past.trials, work_dir,
-                   max(left, 0), s.trials)
+                          max(left, 0), s.trials)
     start = time.perf_counter()
     curve = LatencyCurve(start, cost=lambda: cost_seconds(model), past_best_s=past.best_s, past_trials=past.trials)
     if left > 0:
