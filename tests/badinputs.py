@@ -173,6 +173,9 @@ MODEL_DAMAGE: dict[str, tuple[Callable[[dict], dict], str]] = {
     # adapt and tune built DeviceConstants from them and failed with a TypeError
     "device constants without their figures": (_edit_model(lambda o: o["meta"].__setitem__(
         "devices", {"llvm": {"name": "epyc-7452"}})), "devices['llvm']: device constants lack is_gpu"),
+    "no cores": (_edit_model(lambda o: o["meta"].__setitem__(
+        "devices", {"llvm": {**device_to_json(DEVICES["epyc-7452"]), "num_units": 0}})),
+        "num_units is 0, expected a positive number"),
 }
 
 

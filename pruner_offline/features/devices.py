@@ -92,6 +92,7 @@ def device_to_json(dev: DeviceConstants) -> dict:
 
 
 _JSON_TYPES = {"str": (str,), "bool": (bool,), "int": (int,), "float": (int, float)}
+_POSITIVE = ("peak_gflops", "bandwidth_gbs", "num_units", "warp_size", "warp_schedulers")
 
 
 def device_from_json(d: object) -> DeviceConstants:
@@ -111,6 +112,10 @@ def device_from_json(d: object) -> DeviceConstants:
         if not isinstance(v, want) or (bool not in want and isinstance(v, bool)) or (
                 isinstance(v, float) and not math.isfinite(v)):
             raise ValueError(f"device constants: {k} is {v!r}, expected {known[k].type}")
+        # the draft score divides by these (a model file with num_units 0 tuned on divide-by-zero warnings)
+        if k in _POSITIVE and v <= 0 or known[k].type in ("int", "float") and v < 0:
+            sign = "positive" if k in _POSITIVE else "non-negative"
+            raise ValueError(f"device constants: {k} is {v!r}, expected a {sign} number")
     return DeviceConstants(**d)
 
 
