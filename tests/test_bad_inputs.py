@@ -578,3 +578,16 @@ def test_following_a_record_file_that_never_appears_says_so_and_writes_no_model(
                            missing, "--tasks", tenset_mini, "--save", tmp_path / "m.pt", "--idle-timeout", "1")
     assert code == 2 and f"pruner-train: {missing}: never appeared in 1 s; no model written" in error, error
     assert json.loads(out.strip().splitlines()[-1])["model"] is None and not (tmp_path / "m.pt").exists()
+
+
+def test_records_whose_task_pickles_are_damaged_say_which_pickle(tenset_mini, tmp_path, capsys):
+    # every record said only "no task pickle has this workload key", the damaged pickle unnamed
+    ds = tmp_path / "ds"
+    (ds / "network_info").mkdir(parents=True)
+    for pkl in (tenset_mini / "network_info").glob("*.pkl"):
+        (ds / "network_info" / pkl.name).write_bytes(pkl.read_bytes()[:100])
+    record = sorted((tenset_mini / "measure_records").rglob("*.json"))[0]
+    (ds / "measure_records" / "dev").mkdir(parents=True)
+    (ds / "measure_records" / "dev" / record.name).symlink_to(record)
+    code, out, error = cli(capsys, "featurize", ds, "--out", tmp_path / "s.h5", "--quiet")
+    assert "task pickles could not be read, e.g. " in out + error and "pickle data was truncated" in out + error

@@ -27,11 +27,20 @@ def _task_index(root: str) -> TaskIndex:
     return load_task_index(discover(root))
 
 
-def _replayed(task: Optional[Task], rec: Record, position: int, cost: float, label: float) -> SourceProgram:
+def _unknown_task(index: TaskIndex) -> str:
+    """Why a record has no task; a pickle that could not be read is the likely cause, so it is named."""
+    reason = "unknown task: no task pickle has this workload key"
+    if index.problems:
+        reason += f" ({len(index.problems)} task pickles could not be read, e.g. {index.problems[0][:300]})"
+    return reason
+
+
+def _replayed(task: Optional[Task], rec: Record, position: int, cost: float, label: float,
+              index: TaskIndex) -> SourceProgram:
     from ..replay import replay_record
 
     if task is None:
-        func, reason = None, "unknown task: no task pickle has this workload key"
+        func, reason = None, _unknown_task(index)
     else:
         result = replay_record(task, rec)
         func = result.schedule if result.ok else None
@@ -91,7 +100,8 @@ class TenSetSource(ProgramSource):
         cost = mean_costs([r.costs for r in records])
         labels = (task_labels(cost, usable & np.array([r.ok for r in records], dtype=bool)) if measured
                   else np.full(len(records), np.nan))
-        task = _task_index(str(self.root)).tasks.get((key, kind))
+        index = _task_index(str(self.root))
+        task = index.tasks.get((key, kind))
 
         def program(pos: int, rec: Record) -> SourceProgram:
             reason = (problems[pos] if of_task[pos] else
@@ -99,7 +109,7 @@ class TenSetSource(ProgramSource):
                       + (f" (target {rec.target_kind}, not {kind})" if rec.target_kind != kind else ""))
             if reason:
                 return SourceProgram(rec.source.line, pos, float(cost[pos]), rec.error_no, float("nan"), None, reason)
-            return _replayed(task, rec, pos, float(cost[pos]), float(labels[pos]))
+            return _replayed(task, rec, pos, float(cost[pos]), float(labels[pos]), index)
 
         return UnitPrograms(key, kind, (program(i, r) for i, r in enumerate(records)), len(records), bad)
 
@@ -125,6 +135,6 @@ class TenSetLog(LiveSource):
                 out.append(item)
                 continue
             task = index.tasks.get((item.workload_key.text, item.target_kind))
-            prog = _replayed(task, item, 0, item.mean_cost, float("nan"))
+            prog = _replayed(task, item, 0, item.mean_cost, float("nan"), index)
             out.append(LiveProgram(item.workload_key.text, item.target_kind, prog))
         return out
