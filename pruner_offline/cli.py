@@ -228,10 +228,12 @@ def _print_with_reference(results: dict[str, dict], reference: dict[str, dict]) 
 
 def cmd_pretrain(args: argparse.Namespace) -> int:
     from .training.compare import train_models
-    from .training.run import check_trainer_flags
+    from .training.run import check_recipes, check_trainer_flags
 
+    # before a featurize run they would waste
+    check_recipes(args.config)
     check_trainer_flags({"accelerator": args.accelerator, "devices": args.devices, "strategy": args.strategy,
-                         "num_nodes": args.num_nodes})  # before a featurize run they would waste
+                         "num_nodes": args.num_nodes})
     store = ensure_store(args.data, args.out / "features", args.jobs, args.quiet,
                          {kind: {"name": name} for kind, name in (("llvm", args.cpu), ("cuda", args.gpu)) if name})
     results, last = train_models(

@@ -326,6 +326,8 @@ def test_a_recipe_value_out_of_range_is_the_users_to_fix_not_a_crash(recipe, sai
 
 @pytest.mark.parametrize("text, said", [('{"model":\n  lr: 1}\n', "bad.yaml:2: not a YAML recipe (column 5: "),
                                         ("- model\n", "bad.yaml: a recipe is a YAML mapping of sections"),
+                                        ("", "bad.yaml: a recipe is a YAML mapping of sections (model:, data:, "
+                                             "trainer:), not an empty file"),
                                         (None, "bad.yaml: cannot read the recipe (No such file"),
                                         ("model:\n  nosuchkey: 3\n", "recipe: Group 'model' does not accept option 'nosuchkey'"),
                                         ("trainer:\n  max_epochs: many\n", 'recipe: Parser key "trainer.max_epochs"')])

@@ -88,9 +88,9 @@ def check_recipes(paths: Sequence[Path]) -> None:
             where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
             column = f"column {mark.column + 1}: " if mark is not None else ""
             raise BadInput(f"{where}: not a YAML recipe ({column}{' '.join(problem.split())})") from None
-        if loaded is not None and not isinstance(loaded, dict):
+        if not isinstance(loaded, dict):  # empty: LightningCLI said only "Unexpected config:"
             raise BadInput(f"{path}: a recipe is a YAML mapping of sections (model:, data:, trainer:), "
-                           f"not a {type(loaded).__name__}")
+                           f"not {'an empty file' if loaded is None else 'a ' + type(loaded).__name__}")
 
 
 def make_cli(args: list[str]) -> CostModelCLI:
