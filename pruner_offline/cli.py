@@ -457,6 +457,11 @@ def cmd_tune(args: argparse.Namespace) -> int:
         print(f"pruner-train tune: {exc}", file=sys.stderr)
         return 2
     print(report.to_json())
+    if getattr(report, "best_latency_s", 0.0) is None and report.trials:
+        # every candidate failed to build or run: a report of nulls that exited 0 looked like a result
+        print(f"pruner-train tune: none of the {report.trials} candidates built and ran; MetaSchedule's logs "
+              f"in {Path(args.work_dir) / 'logs'} say why", file=sys.stderr)
+        return 2
     return 0
 
 

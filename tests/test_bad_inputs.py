@@ -593,3 +593,27 @@ def test_records_whose_task_pickles_are_damaged_say_which_pickle(tenset_mini, tm
     (ds / "measure_records" / "dev" / record.name).symlink_to(record)
     code, out, error = cli(capsys, "featurize", ds, "--out", tmp_path / "s.h5", "--quiet")
     assert "task pickles could not be read, e.g. " in out + error and "pickle data was truncated" in out + error
+
+
+def test_a_module_none_of_whose_candidates_builds_is_one_line_and_exit_2(tmp_path):
+    # its report of nulls exited 0, and the runner's pool, shut down as Python exited, printed a traceback
+    module = tmp_path / "negative.py"
+    module.write_text("""# from tvm.script import tirx as T
+
+@T.prim_func(s_tir=True)
+def main(A: T.Buffer((64, 64), "float32"), B: T.Buffer((-64, 64), "float32"), C: T.Buffer((64, 64), "float32")):
+    for i, j, k in T.grid(64, 64, 64):
+        with T.sblock("C"):
+            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+            with T.init():
+                C[vi, vj] = T.float32(0.0)
+            C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
+""")
+    done = subprocess.run([sys.executable, "-m", "pruner_offline.cli", "tune", "--module", str(module), "--cost-model",
+                           "random", "--trials", "4", "--trials-per-batch", "4", "--population", "16", "--work-dir",
+                           str(tmp_path / "w"), "--quiet"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.stderr.strip().splitlines() == [
+        f"pruner-train tune: none of the 4 candidates built and ran; MetaSchedule's logs in {tmp_path / 'w' / 'logs'} "
+        "say why"]
+    assert json.loads(done.stdout.strip().splitlines()[-1])["best_latency_s"] is None

@@ -78,16 +78,20 @@ def make_builder(s: MeasureSettings) -> PooledBuilder:
     return PooledBuilder(max_workers=s.build_workers, timeout_sec=s.build_timeout_s)
 
 
-@contextmanager
-def run_builder(s: MeasureSettings) -> Iterator[PooledBuilder]:
-    """make_builder's builder for one tuning run: its workers end with the block."""
-    builder = make_builder(s)
-    try:
-        yield builder
-    finally:
-        builder.close()
-
-
 def make_runner(s: MeasureSettings) -> LocalRunner:
     return LocalRunner(timeout_sec=s.run_timeout_s, evaluator_config=EvaluatorConfig(
         number=s.number, repeat=s.repeat, min_repeat_ms=s.min_repeat_ms, enable_cpu_cache_flush=False))
+
+
+@contextmanager
+def run_measurers(s: MeasureSettings) -> Iterator[tuple[PooledBuilder, LocalRunner]]:
+    """make_builder's builder and make_runner's runner for one tuning run: the workers of both end
+    with the block. A runner left to the garbage collector shut its pool down while Python was
+    exiting, where TVM's first import of psutil failed and printed a traceback (a run in which no
+    candidate built)."""
+    builder, runner = make_builder(s), make_runner(s)
+    try:
+        yield builder, runner
+    finally:
+        builder.close()
+        runner.pool.shutdown()

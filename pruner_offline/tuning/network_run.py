@@ -19,7 +19,7 @@ from tvm.s_tir.meta_schedule.relax_integration import compile_relax, extract_tas
 
 from ..errors import BadInput, dumps
 from ..targets import tuning_target
-from .build import make_runner, run_builder
+from .build import run_measurers
 from .context import make_context
 from .logs import run_logger, tuning_loggers
 from .resume import learn_past, open_database, past_trials
@@ -167,11 +167,11 @@ def tune_network(network: Network, work_dir: str | Path, s: TuneSettings,
     if left > 0:
         for context, p in zip(contexts, past):
             learn_past(model, context, p)
-        with run_builder(s.measure) as builder:
+        with run_measurers(s.measure) as (builder, runner):
             ms.tune.tune_tasks(
                 tasks=contexts, task_weights=[float(t.weight) for t in extracted], work_dir=str(work_dir),
                 max_trials_global=left, num_trials_per_iter=s.trials_per_batch, builder=builder,
-                runner=make_runner(s.measure), database=database, cost_model=model,
+                runner=runner, database=database, cost_model=model,
                 measure_callbacks=ms.measure_callback.MeasureCallback.create("default") + [bests],
                 task_scheduler=ms.task_scheduler.GradientBased(seed=-1 if s.seed is None else s.seed))
     search_s = time.perf_counter() - start

@@ -15,7 +15,7 @@ from tvm.s_tir import meta_schedule as ms
 from ..errors import dumps
 from ..features.devices import DEVICES
 from ..targets import tuning_target
-from .build import make_runner, run_builder
+from .build import run_measurers
 from .settings import COST_MODELS, TuneSettings
 from .context import make_context
 from .logs import run_logger, tuning_loggers
@@ -144,10 +144,10 @@ def tune(mod: tvm.IRModule, workload: str, work_dir: str | Path, s: TuneSettings
     curve = LatencyCurve(start, cost=lambda: cost_seconds(model), past_best_s=past.best_s, past_trials=past.trials)
     if left > 0:
         learn_past(model, context, past)
-        with run_builder(s.measure) as builder:
+        with run_measurers(s.measure) as (builder, runner):
             ms.tune.tune_tasks(
                 tasks=[context], task_weights=[1.0], work_dir=str(work_dir), max_trials_global=left,
-                num_trials_per_iter=s.trials_per_batch, builder=builder, runner=make_runner(s.measure),
+                num_trials_per_iter=s.trials_per_batch, builder=builder, runner=runner,
                 database=database, cost_model=model,
                 measure_callbacks=ms.measure_callback.MeasureCallback.create("default") + [curve],
                 task_scheduler="round-robin")
