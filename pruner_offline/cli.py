@@ -337,8 +337,8 @@ def _follow(args: argparse.Namespace, module, device, cfg, method: str) -> int:
 def cmd_adapt(args: argparse.Namespace) -> int:
     from .adapt.config import METHODS, AdaptConfig
     from .adapt.online import OnlineRecords, programs_of_store
-    from .atomic import check_replaceable
     from .adapt.simulate import held_out_rows, plot_curves, simulate, tuning_order
+    from .atomic import check_replaceable
     from .features import FEATURE_SCHEMA_VERSION
     from .features.devices import device_to_json
     from .store.reader import FeatureStore
@@ -430,7 +430,7 @@ def _write_adapted(args: argparse.Namespace, methods: list, device, n_online: in
 
 def cmd_tune(args: argparse.Namespace) -> int:
     from .tuning.settings import MeasureSettings
-    from .tuning.run import TuneSettings, tune
+    from .tuning.run import TuneReport, TuneSettings, tune
     from .tuning.workloads import load_module, named_workload
 
     try:
@@ -457,7 +457,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         print(f"pruner-train tune: {exc}", file=sys.stderr)
         return 2
     print(report.to_json())
-    if getattr(report, "best_latency_s", 0.0) is None and report.trials:
+    if isinstance(report, TuneReport) and report.best_latency_s is None and report.trials:
         # every candidate failed to build or run: a report of nulls that exited 0 looked like a result
         print(f"pruner-train tune: none of the {report.trials} candidates built and ran; MetaSchedule's logs "
               f"in {Path(args.work_dir) / 'logs'} say why", file=sys.stderr)

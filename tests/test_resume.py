@@ -107,11 +107,11 @@ def test_the_cost_model_learns_the_programs_measured_before(first_run):
     database = ms.database.JSONDatabase(work_dir=str(first))
     context = make_context(named_workload("matmul-small"), tuning_target("llvm", 2), num_threads=1, seed=0,
                            logger=logging.getLogger("test_resume"))
-    past = past_trials(database, context)
+    past, = past_trials(database, [context])
     assert past.trials == 4 and past.best_s == pytest.approx(min(_means(first)))
     other = make_context(named_workload("matmul"), tuning_target("llvm", 2), num_threads=1, seed=0,
                          logger=logging.getLogger("test_resume"))
-    assert past_trials(database, other).trials == 0  # another workload's records are not this task's
+    assert past_trials(database, [other])[0].trials == 0  # another workload's records are not this task's
 
     seen = []
     model = PrunerCostModel.from_checkpoint(CHECKPOINTS / "pacm.pt", target_kind="llvm",

@@ -54,6 +54,11 @@ def is_metaschedule_database(path: Union[str, Path]) -> bool:
     return (p / WORKLOAD_FILE).is_file() and (p / RECORD_FILE).is_file()
 
 
+def _factors(value: object) -> bool:
+    """A decision of positive integers (tile factors, which TVM divides by)."""
+    return isinstance(value, list) and bool(value) and all(type(v) is int and v >= 1 for v in value)
+
+
 def _check_trace(trace: object) -> None:
     """What TVM's trace replay trusts without checking: a decision it divides by, indexes with or
     dereferences (a tile factor of 0 stopped the process with SIGFPE, a null decision or attribute
@@ -72,15 +77,13 @@ def _check_trace(trace: object) -> None:
             raise ValueError("a decision is not [instruction index, value]")
         name, attrs, value = insts[d[0]][0], insts[d[0]][2], d[1]
         if name == "SamplePerfectTile":
-            if not (isinstance(value, list) and value and all(type(v) is int and v >= 1 for v in value)
-                    and (not attrs or len(value) == attrs[0])):
+            if not (_factors(value) and (not attrs or len(value) == attrs[0])):
                 raise ValueError(f"SamplePerfectTile: decision {str(value)[:80]} is not {attrs[:1]} factors >= 1")
         elif name == "SampleCategorical":
             n = len(attrs[0]) if attrs and isinstance(attrs[0], list) else 0
             if not (type(value) is int and 0 <= value < n):
                 raise ValueError(f"SampleCategorical: decision {str(value)[:80]} is not an index below {n}")
-        elif not (type(value) is int or (isinstance(value, list) and value
-                                         and all(type(v) is int and v >= 1 for v in value))):
+        elif not (type(value) is int or _factors(value)):
             raise ValueError(f"{name}: decision {str(value)[:80]} is not an integer or positive integers")
 
 

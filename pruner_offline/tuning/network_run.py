@@ -156,7 +156,7 @@ def tune_network(network: Network, work_dir: str | Path, s: TuneSettings,
                              population_size=s.population_size, task_name=t.task_name,
                              strategy=make_strategy(s, model.inner))
                 for i, (t, logger) in enumerate(zip(extracted, loggers))]
-    past = [past_trials(database, c) for c in contexts]
+    past = past_trials(database, contexts)
     resumed = sum(p.trials for p in past)
     bests = TaskBests([(p.trials, p.best_s) for p in past])
     left = s.trials - resumed

@@ -30,6 +30,7 @@ from ..errors import BadInput
 from ..sources.base import BadLine
 from ..sources.metaschedule import RECORD_FILE, WORKLOAD_FILE, parse_ms_lines
 from ..tenset.labels import FAILED_COST
+from .timing import measured_seconds
 
 
 @dataclass(frozen=True)
@@ -44,14 +45,18 @@ class PastTrials:
 
     @property
     def best_s(self) -> float:
-        """The fastest mean run time among them; infinite when none ran."""
-        return min((_mean(r) for r in self.records), default=float("inf"))
+        """The fastest among them, as the run's own batches are timed (measured_seconds);
+        infinite when none ran."""
+        return min((measured_seconds(_result(r)) for r in self.records), default=float("inf"))
 
 
-def _mean(record: ms.database.TuningRecord) -> float:
+def _result(record: ms.database.TuningRecord) -> RunnerResult:
+    """A record's run as the runner reported it; MetaSchedule stores a failed one as a run time
+    of 1e10, which comes back as a failed run."""
     secs = [float(s) for s in record.run_secs or ()]
-    ok = [s for s in secs if 0 < s < FAILED_COST]
-    return sum(ok) / len(ok) if ok and len(ok) == len(secs) else float("inf")
+    if secs and all(0 < t < FAILED_COST for t in secs):
+        return RunnerResult(run_secs=record.run_secs, error_msg=None)
+    return RunnerResult(run_secs=None, error_msg="failed in an earlier run of this work directory")
 
 
 def _whole_lines(path: Path, notes: list[str]) -> list[bytes]:
@@ -112,25 +117,22 @@ def open_database(work_dir: str | Path) -> tuple[ms.database.JSONDatabase, list[
                        f"{message}); give another --work-dir") from None
 
 
-def past_trials(database: ms.database.Database, context: ms.TuneContext) -> PastTrials:
-    """The records the database holds for the context's task (the same workload, by structure)."""
-    if not database.has_workload(context.mod):
-        return PastTrials()
-    workload = database.commit_workload(context.mod)
-    return PastTrials(tuple(r for r in database.get_all_tuning_records() if r.workload.same_as(workload)))
+def past_trials(database: ms.database.Database, contexts: list[ms.TuneContext]) -> list[PastTrials]:
+    """The records the database holds for each context's task (the same workload, by structure);
+    the database's records are read once for all of them."""
+    workloads = [database.commit_workload(c.mod) if database.has_workload(c.mod) else None for c in contexts]
+    records = database.get_all_tuning_records() if any(w is not None for w in workloads) else []
+    return [PastTrials(tuple(r for r in records if r.workload.same_as(w)) if w is not None else ())
+            for w in workloads]
 
 
 def learn_past(model: ms.cost_model.CostModel, context: ms.TuneContext, past: PastTrials) -> None:
-    """Give the cost model the programs measured before, as MetaSchedule gives it a measured batch;
-    a record MetaSchedule marked failed (a run time of 1e10) comes back as a failed run."""
+    """Give the cost model the programs measured before, as MetaSchedule gives it a measured batch."""
     if not past.records:
         return
-    candidates, results = [], []
+    candidates = []
     for record in past.records:
         sch = s_tir.Schedule(context.mod)
         record.trace.apply_to_schedule(sch, remove_postproc=False)
         candidates.append(MeasureCandidate(sch, record.args_info))
-        ok = _mean(record) < float("inf")
-        results.append(RunnerResult(run_secs=record.run_secs if ok else None,
-                                    error_msg=None if ok else "failed in an earlier run of this work directory"))
-    model.update(context, candidates, results)
+    model.update(context, candidates, [_result(r) for r in past.records])

@@ -135,7 +135,7 @@ def tune(mod: tvm.IRModule, workload: str, work_dir: str | Path, s: TuneSettings
     model = TimedCostModel(make_cost_model(s))
     context = make_context(mod, target, num_threads=s.num_cores, seed=s.seed, logger=logger,
                            population_size=s.population_size, strategy=make_strategy(s, model.inner))
-    past = past_trials(database, context)
+    past, = past_trials(database, [context])
     left = s.trials - past.trials
     if past.trials:
         run_logger().info("resuming: %d trials measured before in %s, %d left of --trials %d", past.trials, work_dir,
