@@ -85,6 +85,18 @@ def test_bad_lines_and_a_malicious_task_pickle_are_reported_not_fatal(capsys, te
     assert info["tasks"] == 32  # the per-network files still name every task
 
 
+def test_a_record_file_that_cannot_be_read_is_named_not_skipped_silently(capsys, tenset_mini, tmp_path):
+    root = _copy(tenset_mini, tmp_path)
+    device = root / "measure_records" / "epyc-zen3"
+    (device / "([gone],llvm).json").symlink_to(tmp_path / "unmounted" / "records.json")
+    (device / "([a-directory],llvm).json").mkdir()
+    assert main(["info", str(root), "--json", "--quiet"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out.strip().splitlines()[-1])["records"] == 1103
+    assert f"{device / '([gone],llvm).json'}: a link to nothing, its records are left out" in err
+    assert f"{device / '([a-directory],llvm).json'}: not a regular file" in err
+
+
 def test_not_a_dataset_is_a_clear_error(tmp_path, capsys):
     with pytest.raises(DatasetError):
         discover(tmp_path)

@@ -9,6 +9,7 @@ ROOT/to_measure_programs/([KEY...],KIND).json[.gz]        sampled, not measured
 
 from __future__ import annotations
 
+import warnings
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,7 +55,14 @@ class DatasetLayout:
 
 
 def _record_files_in(d: Path) -> list[Path]:
-    return sorted(p for p in d.iterdir() if p.is_file() and p.name.endswith(RECORD_SUFFIXES))
+    named = sorted(p for p in d.iterdir() if p.name.endswith(RECORD_SUFFIXES))
+    for p in named:
+        if not p.is_file():
+            # a link whose target is gone (a dataset on a drive not mounted) would otherwise leave
+            # its records out without a word
+            what = "a link to nothing" if p.is_symlink() and not p.exists() else "not a regular file"
+            warnings.warn(f"{p}: {what}, its records are left out", stacklevel=2)
+    return [p for p in named if p.is_file()]
 
 
 def discover(root: Union[str, Path]) -> DatasetLayout:
