@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -16,6 +17,7 @@ import numpy as np
 from .bundled import default_dataset
 from .cli_options import add_options, bounded, settings_from
 from .errors import BadInput, crash_log, dumps, user_facing_warnings
+from .features import FEATURE_SCHEMA_VERSION
 from .models.registry import MODEL_NAMES
 from .progress import Progress
 from .tenset.dataset import DatasetSummary, discover, load_task_index, summarize
@@ -236,9 +238,15 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
                          "num_nodes": args.num_nodes})
     store = ensure_store(args.data, args.out / "features", args.jobs, args.quiet,
                          {kind: {"name": name} for kind, name in (("llvm", args.cpu), ("cuda", args.gpu)) if name})
+    schema = _store_schema(store)
+    if schema != str(FEATURE_SCHEMA_VERSION):
+        # the models still train and evaluate on such stores; only a run of tune would find out
+        warnings.warn(f"{store} holds features of schema {schema!r}, this version extracts schema "
+                      f"{FEATURE_SCHEMA_VERSION}: tune and adapt --follow will refuse the models trained on it "
+                      "(featurize the dataset again to use them there)", stacklevel=1)
     results, last = train_models(
         store, args.split or "within_task", args.out, args.model, seed=args.seed, max_epochs=args.max_epochs,
-        feature_schema=_store_schema(store), progress=_lightning_progress(args.quiet), quiet=args.quiet,
+        feature_schema=schema, progress=_lightning_progress(args.quiet), quiet=args.quiet,
         accelerator=args.accelerator, devices=args.devices, strategy=args.strategy, num_nodes=args.num_nodes,
         extra_configs=args.config)
     skipped = {m: r["skipped"] for m, r in results.items() if "skipped" in r}
@@ -339,7 +347,6 @@ def cmd_adapt(args: argparse.Namespace) -> int:
     from .adapt.online import OnlineRecords, programs_of_store
     from .adapt.simulate import held_out_rows, plot_curves, simulate, tuning_order
     from .atomic import check_replaceable
-    from .features import FEATURE_SCHEMA_VERSION
     from .features.devices import device_to_json
     from .store.reader import FeatureStore
     from .training.export import check_same_devices, check_schema, load_model
