@@ -77,30 +77,43 @@ def symbol_terms(stmts: tuple[Statement, ...], column: dict[int, int]) -> Symbol
     """column: loop key -> its column (every loop of the statements has one)."""
     n_buffers = max([len({s.write.name} | {r.name for r in s.reads}) for s in stmts], default=0)
     n_loops = max(column.values(), default=-1) + 1
-    products = np.zeros((len(stmts), 5, n_loops), dtype=bool)
-    per_buffer = np.zeros((len(stmts), 2, n_buffers, n_loops), dtype=bool)
-    launch = np.zeros((len(stmts), 2, len(_AXES), n_loops), dtype=bool)
-    touched = np.zeros((len(stmts), n_buffers), dtype=bool)
+    # Cells are set in bytearrays, read by numpy once at the end: a template is made for every new
+    # loop structure of a tuning run, and numpy's per-cell assignments were most of its cost.
+    n, L, B, A = len(stmts), n_loops, n_buffers, len(_AXES)
+    products, per_buffer = bytearray(n * 5 * L), bytearray(n * 2 * B * L)
+    launch, touched = bytearray(n * 2 * A * L), bytearray(n * B)
     for r, stmt in enumerate(stmts):
-        buffers = list(({stmt.write.name: stmt.write} | {a.name: a for a in stmt.reads}).values())
-        touched[r, :len(buffers)] = True
+        accessed = list(({stmt.write.name: stmt.write} | {a.name: a for a in stmt.reads}).values())
+        touched[r * B:r * B + len(accessed)] = b"\x01" * len(accessed)
+        row = r * 5 * L
         vectorized = [l for l in stmt.loops if l.kind == VECTORIZED]
         if vectorized:
-            products[r, _VECTOR, column[vectorized[-1].key]] = True
+            products[row + _VECTOR * L + column[vectorized[-1].key]] = 1
         for loop in stmt.loops:
             c = column[loop.key]
             if loop.kind in (BLOCK_IDX, THREAD_IDX):
-                launch[r, int(loop.kind == THREAD_IDX), _AXES.index(loop.thread_tag[-1]), c] = True
-            products[r, _PARALLEL, c] = loop.kind == PARALLEL
-            products[r, _VTHREAD, c] = loop.kind == VTHREAD
+                launch[((r * 2 + (loop.kind == THREAD_IDX)) * A + _AXES.index(loop.thread_tag[-1])) * L + c] = 1
+            elif loop.kind == PARALLEL:
+                products[row + _PARALLEL * L + c] = 1
+            elif loop.kind == VTHREAD:
+                products[row + _VTHREAD * L + c] = 1
             if loop.kind not in _INNER_KINDS:
                 continue
-            products[r, _INNER, c] = True
+            products[row + _INNER * L + c] = 1
             saxis = loop.key in stmt.write.loop_keys
-            products[r, _SAXIS, c] = saxis
-            for b, access in enumerate(buffers):
-                per_buffer[r, :, b, c] = (saxis and loop.key in access.loop_keys, loop.key in access.loop_keys)
-    return SymbolTerms(products, per_buffer, launch, touched, np.array([s.float_ops for s in stmts], dtype=np.float64),
+            if saxis:
+                products[row + _SAXIS * L + c] = 1
+            for b, access in enumerate(accessed):
+                if loop.key in access.loop_keys:
+                    per_buffer[((r * 2 + 1) * B + b) * L + c] = 1
+                    if saxis:
+                        per_buffer[(r * 2 * B + b) * L + c] = 1
+
+    def as_bool(cells: bytearray, *shape: int) -> np.ndarray:
+        return np.frombuffer(cells, dtype=bool).reshape(shape)
+
+    return SymbolTerms(as_bool(products, n, 5, L), as_bool(per_buffer, n, 2, B, L), as_bool(launch, n, 2, A, L),
+                       as_bool(touched, n, B), np.array([s.float_ops for s in stmts], dtype=np.float64),
                        np.array([s.guard_ops for s in stmts], dtype=np.float64),
                        np.array([s.is_copy for s in stmts], dtype=bool),
                        np.array([s.write.scope.startswith("shared") for s in stmts], dtype=bool),
