@@ -18,6 +18,7 @@ from .bundled import default_dataset
 from .cli_options import add_options, bounded, settings_from
 from .errors import BadInput, crash_log, dumps, user_facing_warnings
 from .features import FEATURE_SCHEMA_VERSION
+from .interrupts import exit_at_once, exit_code, terminate_as_interrupt
 from .models.registry import MODEL_NAMES
 from .progress import Progress
 from .tenset.dataset import DatasetSummary, discover, load_task_index, summarize
@@ -456,10 +457,12 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
                 program = named_network(args.network) if args.network else load_exported_program(args.exported_program)
                 network = torch_network(program, args.network or str(args.exported_program))
-            report = tune_network(network, args.work_dir, settings, quiet=args.quiet)[0]
+            with exit_at_once(f"the same command continues from what {args.work_dir} holds"):
+                report = tune_network(network, args.work_dir, settings, quiet=args.quiet)[0]
         else:
             mod = named_workload(args.workload) if args.workload else load_module(args.module)
-            report = tune(mod, args.workload or str(args.module), args.work_dir, settings, quiet=args.quiet)
+            with exit_at_once(f"the same command continues from the trials measured in {args.work_dir}"):
+                report = tune(mod, args.workload or str(args.module), args.work_dir, settings, quiet=args.quiet)
     except (KeyError, ValueError, OSError, RuntimeError) as exc:
         print(f"pruner-train tune: {exc}", file=sys.stderr)
         return 2
@@ -618,7 +621,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        with user_facing_warnings():
+        with user_facing_warnings(), terminate_as_interrupt():
             return args.func(args)
     except BadInput as exc:
         print(f"pruner-train: {exc}", file=sys.stderr)
@@ -626,9 +629,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except OSError as exc:  # a full disk, a read-only or missing path: the user's to fix, not a bug
         print(f"pruner-train: {f'{exc.filename}: ' if exc.filename else ''}{exc.strerror or exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         print("pruner-train: interrupted", file=sys.stderr)
-        return 130
+        return exit_code(exc)
     except Exception as exc:  # noqa: BLE001 - whatever it is, the user gets one line and a log, not a traceback
         first = str(exc).splitlines()[0][:200] if str(exc) else ""
         print(f"pruner-train: internal error ({type(exc).__name__}: {first}): this is a bug in pruner-offline; "

@@ -9,17 +9,21 @@ from it.
 from __future__ import annotations
 
 import argparse
+import signal
+import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Callable, Optional, Sequence
+from typing import Callable, Iterator, Optional, Sequence
 
 import torch
 import yaml
 
 from ..bundled import recipe
 from ..errors import BadInput, dumps, why_not_loaded
+from ..interrupts import Terminated
 from ..store.reader import FeatureStore
 from .data import StoreDataModule
 from .evaluate import Evaluation, evaluate_module, reference_metrics
@@ -124,6 +128,27 @@ def check_trainer_flags(flags: dict[str, Optional[object]]) -> None:
         raise BadInput(f"{options}: {' '.join(str(exc).split())[:300]}") from None
 
 
+@contextmanager
+def interrupts_told(trainer) -> Iterator[None]:
+    """A fit that was stopped raises the interrupt (KeyboardInterrupt, or interrupts.Terminated for
+    SIGTERM) instead of returning as if done. Lightning ends a fit interrupted by Ctrl-C with
+    sys.exit(1) after its own shutdown, leaving SIGINT ignored; and where it handles SIGTERM itself
+    (no handler installed before it, as the CLI installs one), it stops training early and returns.
+    The model written then would be an unfinished one, and the exit code that of a success."""
+    sigint = signal.getsignal(signal.SIGINT)
+    try:
+        yield
+    except SystemExit as exc:
+        if not trainer.interrupted:
+            raise
+        raise (Terminated() if trainer.received_sigterm else KeyboardInterrupt()) from None
+    finally:
+        if sigint is not None and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, sigint)
+    if trainer.received_sigterm:
+        raise Terminated()
+
+
 def pretrain(store: Path, model: str, split: str, out_dir: Path, *, max_epochs: Optional[int] = None,
              seed: int = 0, accelerator: Optional[str] = None, devices: Optional[str] = None,
              strategy: Optional[str] = None, num_nodes: Optional[int] = None, batch_size: Optional[int] = None, extra_configs: Sequence[Path] = (),
@@ -155,7 +180,8 @@ def pretrain(store: Path, model: str, split: str, out_dir: Path, *, max_epochs: 
     with lightning_voice(quiet):
         cli = make_cli(args)
         start = time.perf_counter()
-        cli.trainer.fit(cli.model, datamodule=cli.datamodule, ckpt_path=str(last) if last.is_file() else None)
+        with interrupts_told(cli.trainer):
+            cli.trainer.fit(cli.model, datamodule=cli.datamodule, ckpt_path=str(last) if last.is_file() else None)
         seconds = time.perf_counter() - start
         if not cli.trainer.is_global_zero:
             return None
