@@ -154,6 +154,15 @@ class StoreDataModule(L.LightningDataModule):
             note = store.failure_note()
             raise SplitError(f"{self.store}: the split {self.split!r} leaves no labelled {what} records "
                              f"(the store holds {self.tables.n_records} records{'; ' + note if note else ''})")
+        unmeasured = "test" if not split.measured_test else "training" if stage == "fit" and not split.measured_train \
+            else None
+        if unmeasured:
+            # failed runs are labelled 0: with no run that succeeded there is no order to learn or to
+            # score, and every metric came out NaN (topk 1.0) as if something had been ranked
+            note = store.failure_note()
+            raise SplitError(f"{self.store}: none of the {unmeasured} records of the split {self.split!r} ran "
+                             f"successfully (every one is a failed measurement), so there is nothing to rank"
+                             f"{'; ' + note if note else ''}")
         if stage == "fit" and not len(self.val_rows):
             # early stopping and the checkpoint kept both watch the validation loss
             raise SplitError(f"{self.store}: the split {self.split!r} leaves {len(self.train_rows)} training records "

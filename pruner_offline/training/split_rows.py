@@ -27,6 +27,10 @@ class SplitRows:
     val: np.ndarray
     test: np.ndarray
     labelled: int  # records with a label, in any of the three
+    # records whose run succeeded (label > 0; failed runs are labelled 0), for training / for test:
+    # where none did there is nothing to rank, and every metric would be NaN
+    measured_train: int = 0
+    measured_test: int = 0
 
 
 def _mix(x: np.ndarray) -> np.ndarray:
@@ -59,18 +63,20 @@ def split_rows(store: FeatureStore, spec: SplitSpec, seed: int, val_fraction: fl
     # the store's record ids fit 4 bytes up to 2**31 records
     dtype = np.int32 if len(sizes) and sizes.sum() < 2**31 else np.int64
 
-    def train_and_test() -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-        """(training rows, their tasks, test rows) per block."""
+    def train_and_test() -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+        """(training rows, their tasks, test rows, whether each row's run succeeded) per block."""
         for lo, c in _blocks(store, ("task_id", "position", "label")):
             is_test = test_mask(spec, c["task_id"], c["position"], sizes, task_networks)
             known = np.isfinite(c["label"])
-            train = np.flatnonzero(~is_test & known)
-            yield (train + lo).astype(dtype), c["task_id"][train], (np.flatnonzero(is_test & known) + lo).astype(dtype)
+            train, test = np.flatnonzero(~is_test & known), np.flatnonzero(is_test & known)
+            yield (train + lo).astype(dtype), c["task_id"][train], (test + lo).astype(dtype), c["label"] > 0, train, test
 
-    test, n_train, tasks = [], 0, set()
+    test, n_train, tasks, measured = [], 0, set(), [0, 0]
     buckets = np.zeros(1 << 16, dtype=np.int64)
-    for train, task, t in train_and_test():
+    for train, task, t, ok, at_train, at_test in train_and_test():
         test.append(t)
+        measured[0] += int(ok[at_train].sum())
+        measured[1] += int(ok[at_test].sum())
         n_train += len(train)
         tasks.update(np.unique(task).tolist())
         np.add.at(buckets, (row_keys(train, seed) >> _BUCKET_SHIFT).astype(np.int64), 1)
@@ -89,7 +95,7 @@ def split_rows(store: FeatureStore, spec: SplitSpec, seed: int, val_fraction: fl
     # the training rows fill one array of the size pass 1 counted (validation ones are taken out as
     # they come): a list of parts joined at the end would hold them twice
     train_rows, n, val_parts = np.empty(n_train, dtype), 0, []
-    for train, task, _ in train_and_test():
+    for train, task, *_ in train_and_test():
         v = is_val(train, task)
         val_parts.append(train[v])
         kept = train[~v]
@@ -99,15 +105,15 @@ def split_rows(store: FeatureStore, spec: SplitSpec, seed: int, val_fraction: fl
     def joined(parts: list[np.ndarray]) -> np.ndarray:
         return np.concatenate(parts) if parts else np.zeros(0, dtype)
 
-    return SplitRows(train_rows[:n], joined(val_parts), joined(test), labelled)
+    return SplitRows(train_rows[:n], joined(val_parts), joined(test), labelled, *measured)
 
 
-def _kth_key(blocks: Callable[[], Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]], buckets: np.ndarray,
+def _kth_key(blocks: Callable[[], Iterator[tuple[np.ndarray, ...]]], buckets: np.ndarray,
              k: int, seed: int) -> np.uint64:
     """The k-th smallest key (k >= 1) of the training rows: the bucket counts place it, one more
     pass sorts the few keys of its bucket."""
     b = int(np.searchsorted(np.cumsum(buckets), k))
     before = int(buckets[:b].sum())
     inside = np.concatenate([keys[(keys >> _BUCKET_SHIFT) == b] for keys in
-                             (row_keys(train, seed) for train, _, _ in blocks())])
+                             (row_keys(train, seed) for train, *_ in blocks())])
     return np.sort(inside)[k - before - 1]
