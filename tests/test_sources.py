@@ -12,7 +12,8 @@ import pytest
 from pruner_offline.build_store import FeaturizeSettings, cached_store, run_featurize
 from pruner_offline.sources import (ProgramSource, SourceError, SourceProgram, Unit, UnitPrograms, open_source,
                                     register_source)
-from pruner_offline.sources.base import _SOURCES
+from pruner_offline.errors import BadInput
+from pruner_offline.sources.base import _SOURCES, TailedFile
 from pruner_offline.sources.metaschedule import RECORD_FILE, WORKLOAD_FILE, MetaScheduleLog, MetaScheduleSource
 from pruner_offline.sources.tenset import TenSetSource
 from pruner_offline.store.reader import FeatureStore
@@ -178,3 +179,31 @@ def test_adapt_follows_a_metaschedule_database(tmp_path):
     assert (st.online, st.rounds, st.skipped) == (30, 3, 0)
     _, meta = load_model(save)
     assert meta["rounds"] == 3 and meta["devices"]["cuda"]["name"] == "h200"
+    assert meta["adapted_from"] == str(root / RECORD_FILE)  # was the source object's repr
+
+    # a restart on records that lost lines since the state was saved is refused, not replayed short
+    (root / RECORD_FILE).write_bytes(b"".join(lines[:12]))
+    with pytest.raises(BadInput, match=rf"holds 12 lines, but {save}.state was saved after line 30: the records "
+                                       "were truncated or replaced since"):
+        follow(module, MetaScheduleLog(root), "cuda", get_device("h200"), "finetune",
+               AdaptConfig(round_size=10, retrain_every=1, epochs=1), save, idle_timeout=3.0, poll_interval=0.05)
+
+
+@pytest.mark.parametrize("change", ["replaced", "rewritten", "shrank"])
+def test_a_followed_file_that_changes_under_the_reader_is_refused(tmp_path, change):
+    # read on from the old offset, a replaced file's first lines were lost and the line cut in the
+    # middle reported as malformed
+    path = tmp_path / "records.json"
+    path.write_bytes(b"first line\nsecond line\n")
+    tail = TailedFile(path)
+    assert tail.poll() == [b"first line\n", b"second line\n"]
+    if change == "replaced":
+        (tmp_path / "other.json").write_bytes(b"another run's first line\nand its second\nand third\n")
+        (tmp_path / "other.json").replace(path)
+    elif change == "rewritten":
+        with open(path, "r+b") as f:  # same file, other bytes, longer than before
+            f.write(b"FIRST LINE\nSECOND LINE\nthird line\n")
+    else:
+        path.write_bytes(b"first\n")
+    with pytest.raises(SourceError, match=f"{path}: {change} .*while followed, after 2 lines had been read"):
+        tail.poll()

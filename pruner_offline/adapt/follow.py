@@ -89,6 +89,11 @@ def follow(pretrained: CostModelModule, live: LiveSource, target: str, device: D
     while max_records is None or st.online < max_records:
         items = live.poll()
         if not items:
+            if live.lines_read < resume_lines:
+                # every line the state counted was complete when it was saved
+                raise BadInput(f"{live.path}: holds {live.lines_read} lines, but {state_path} was saved after line "
+                               f"{resume_lines}: the records were truncated or replaced since; remove {state_path} "
+                               "to start over on them")
             if time.monotonic() - last_new > idle_timeout:
                 say(f"no new records for {idle_timeout:.0f} s; stopping")
                 break
@@ -123,8 +128,8 @@ def follow(pretrained: CostModelModule, live: LiveSource, target: str, device: D
             if method.after_round(online, st.rounds):
                 say(f"round {st.rounds}: retrained on {len(online)} records")
             if st.rounds % save_every == 0:
-                _save(save, state_path, method, st, repr(live), target, device)
+                _save(save, state_path, method, st, str(live.path), target, device)
                 saved_rounds = st.rounds
     if st.rounds > saved_rounds:
-        _save(save, state_path, method, st, repr(live), target, device)
+        _save(save, state_path, method, st, str(live.path), target, device)
     return st

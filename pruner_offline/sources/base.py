@@ -139,27 +139,44 @@ class LiveSource(ABC):
     def lines_read(self) -> int:
         """Lines consumed so far: where a restarted follower skips to."""
 
+    @property
+    @abstractmethod
+    def path(self) -> Path:
+        """The file followed (what an adapted model says it adapted on)."""
+
 
 class TailedFile:
     """Complete lines appended to a file since the last poll; a partial last line is kept back."""
+
+    CHECKED = 64  # bytes before the offset read again on every poll: a file rewritten in place differs there
 
     def __init__(self, path: Path):
         self.path = path
         self.offset = 0
         self.lines_read = 0
         self._partial = b""
+        self._identity: tuple[int, int] | None = None  # (device, inode) of the file being read
+        self._seen = b""  # the last bytes read, up to CHECKED
 
     def poll(self) -> list[bytes]:
         try:
-            size = os.path.getsize(self.path)
+            st = os.stat(self.path)
         except OSError:
             return []  # not written yet
-        if size < self.offset:
-            raise SourceError(f"{self.path}: the file shrank from {self.offset} to {size} bytes while followed; "
-                              "it was replaced or truncated, so the lines already read no longer match")
+        changed = "replaced by another file" if self._identity not in (None, (st.st_dev, st.st_ino)) else \
+            f"shrank from {self.offset} to {st.st_size} bytes" if st.st_size < self.offset else None
         with open(self.path, "rb") as f:
-            f.seek(self.offset)
+            f.seek(self.offset - len(self._seen))
             chunk = f.read()
+        if changed is None and not chunk.startswith(self._seen):
+            changed = "rewritten"
+        if changed:
+            # reading on from the old offset would join the middle of another file's line to its rest
+            raise SourceError(f"{self.path}: {changed} while followed, after {self.lines_read} lines had been read; "
+                              "the lines already read no longer match it")
+        self._identity = (st.st_dev, st.st_ino)
+        chunk = chunk[len(self._seen):]
+        self._seen = (self._seen + chunk)[-self.CHECKED:]
         self.offset += len(chunk)
         *lines, self._partial = (self._partial + chunk).split(b"\n")
         self.lines_read += len(lines)

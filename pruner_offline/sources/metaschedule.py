@@ -253,6 +253,10 @@ class MetaScheduleLog(LiveSource):
     def lines_read(self) -> int:
         return self.tail.lines_read
 
+    @property
+    def path(self) -> Path:
+        return self.tail.path
+
     def poll(self) -> list[Union[LiveProgram, BadLine]]:
         lines = self.tail.poll()
         if lines:

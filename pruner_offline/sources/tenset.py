@@ -126,6 +126,10 @@ class TenSetLog(LiveSource):
     def lines_read(self) -> int:
         return self.tail.lines_read
 
+    @property
+    def path(self) -> Path:
+        return self.tail.path
+
     def poll(self) -> list[Union[LiveProgram, BadLine]]:
         lines = self.tail.poll()
         index = _task_index(self.tasks_root)
