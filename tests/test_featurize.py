@@ -99,9 +99,28 @@ def test_shards_merge_to_the_whole(small_dataset, whole, tmp_path):
         run_featurize(FeaturizeSettings(str(small_dataset), include_unmeasured=True, shard=(i, 2)), p)
         shards.append(p)
     merged = tmp_path / "merged.h5"
-    merge(merged, shards)
+    merge(merged, shards[::-1])
     a, b = _arrays(whole[0]), _arrays(merged)
     _same(a, b)
+    # the README's claim: what a local run writes, byte for byte (the shard attribute and the order
+    # of the attributes differed)
+    assert merged.read_bytes() == whole[0].read_bytes()
+    with pytest.warns(UserWarning, match="merging 1 of 2 shards: 0/2 is missing, so their records are not in"):
+        merge(tmp_path / "half.h5", shards[1:])
+
+
+def test_more_shards_than_record_files_still_merge_to_the_whole(small_dataset, whole, tmp_path):
+    # a shard with no file of its own failed ("nothing to featurize"), and so did the merge after it
+    from pruner_offline.sources import open_source
+
+    n = len(open_source(small_dataset).units(None, True)) + 2
+    shards = [tmp_path / f"s{i}.h5" for i in range(n)]
+    for i, p in enumerate(shards):
+        run_featurize(FeaturizeSettings(str(small_dataset), include_unmeasured=True, shard=(i, n)), p)
+    assert FeatureStore(shards[-1]).tables().n_records == 0
+    merged = tmp_path / "merged.h5"
+    merge(merged, shards)
+    assert merged.read_bytes() == whole[0].read_bytes()
 
 
 def test_resuming_with_other_settings_is_refused(small_dataset, tmp_path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Sequence
 
@@ -37,5 +38,25 @@ def merge(out: Path, stores: Sequence[Path]) -> int:
             units[index] = unit
         networks.update(store.task_networks())
         kinds.update(store.meta.get("target_kinds", []))
-    write_store(out, sorted(units.items()), {**base, "shard": "merged", "target_kinds": sorted(kinds)}, networks)
+    shard = _merged_shard([str(FeatureStore(p).meta.get("shard", "")) for p in stores])
+    write_store(out, sorted(units.items()), {**base, "shard": shard, "target_kinds": sorted(kinds)}, networks)
     return sum(u.header.n_records for u in units.values())
+
+
+def _merged_shard(shards: list[str]) -> str:
+    """What the merged store says of itself: "0/1", as a local run, when the inputs are every shard
+    i/N of one N (the store is then a local run's, byte for byte); else "merged", with a warning
+    naming the shards missing."""
+    parsed = [tuple(int(x) for x in s.split("/")) if s.count("/") == 1 and s.replace("/", "").isdigit() else None
+              for s in shards]
+    counts = {p[1] for p in parsed if p is not None}
+    if None in parsed or len(counts) != 1:
+        return "merged"  # merged stores, or shards of several splittings: nothing to check against
+    n = counts.pop()
+    missing = sorted(set(range(n)) - {i for i, _ in parsed})
+    if not missing:
+        return "0/1"
+    warnings.warn(f"merging {len(shards)} of {n} shards: {', '.join(f'{i}/{n}' for i in missing)} "
+                  f"{'is' if len(missing) == 1 else 'are'} missing, so their records are not in the store",
+                  stacklevel=3)
+    return "merged"

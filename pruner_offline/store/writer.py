@@ -90,8 +90,9 @@ def write_store(out: Path, units: Sequence[tuple[int, Union[UnitFeatures, LazyUn
     s = sum(h.n_statements for h in heads)
 
     with atomic_write(out) as tmp, h5py.File(tmp, "w", **_CHUNK_CACHE) as f:
-        f.attrs["store_format"] = STORE_FORMAT
-        for k, v in meta.items():
+        # in one order whatever order the caller's dict has: merged shards are then a local run's
+        # store byte for byte (HDF5 lays attributes out in the order they are written)
+        for k, v in sorted({**meta, "store_format": STORE_FORMAT}.items()):
             f.attrs[k] = json.dumps(v) if isinstance(v, (dict, list)) else v
         rec = f.create_group("records")
         columns = {**RECORD_ARRAYS, "file_id": np.int32, "task_id": np.int32}
