@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from functools import partial
 from pathlib import Path
 from typing import Callable
@@ -108,6 +109,18 @@ def named_workload(name: str) -> tvm.IRModule:
     return tvm.IRModule({"main": func.with_attr("global_symbol", "main")})
 
 
+# `import tvm`, `from tvm.script import tirx as T` and the like: the parser knows T, I and tvm, but
+# refuses the import statements a TVMScript file written by hand (or `.script()` output with its
+# commented-out imports restored) begins with
+_TVM_IMPORT = re.compile(r"^[ \t]*(from[ \t]+tvm(\.\w+)*[ \t]+import[ \t][^\n]*|import[ \t]+tvm(\.\w+)*([ \t]+as[ \t]+\w+)?)[ \t]*$",
+                         re.MULTILINE)
+
+
+def _without_tvm_imports(text: str) -> str:
+    """The file's text with its imports of tvm blanked (the lines stay, so errors keep their line numbers)."""
+    return _TVM_IMPORT.sub("", text)
+
+
 def load_module(path: str | Path) -> tvm.IRModule:
     """A TIR module from TVMScript (any suffix but .json) or from TVM's JSON serialization."""
     path = Path(path)
@@ -118,7 +131,7 @@ def load_module(path: str | Path) -> tvm.IRModule:
     kind = "TVM's JSON" if path.suffix == ".json" else "TVMScript"
     try:
         # TVM's parsers raise their own errors, and Python's SyntaxError, for a file they cannot read
-        obj = tvm.ir.load_json(text) if path.suffix == ".json" else tvm.script.from_source(text)
+        obj = tvm.ir.load_json(text) if path.suffix == ".json" else tvm.script.from_source(_without_tvm_imports(text))
     except Exception as exc:  # noqa: BLE001 - a user's file: its error, not ours
         detail = next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
         raise ValueError(f"{path}: not {kind} ({type(exc).__name__}: {detail[:200]})") from None
