@@ -93,7 +93,7 @@ def test_a_record_file_that_cannot_be_read_is_named_not_skipped_silently(capsys,
     assert main(["info", str(root), "--json", "--quiet"]) == 0
     out, err = capsys.readouterr()
     assert json.loads(out.strip().splitlines()[-1])["records"] == 1103
-    assert f"{device / '([gone],llvm).json'}: a link to nothing, its records are left out" in err
+    assert f"{device / '([gone],llvm).json'}: a link to nothing (a missing target, or a loop), its records are left out" in err
     assert f"{device / '([a-directory],llvm).json'}: not a regular file" in err
 
 

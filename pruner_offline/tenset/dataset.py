@@ -60,7 +60,8 @@ def _record_files_in(d: Path) -> list[Path]:
         if not p.is_file():
             # a link whose target is gone (a dataset on a drive not mounted) would otherwise leave
             # its records out without a word
-            what = "a link to nothing" if p.is_symlink() and not p.exists() else "not a regular file"
+            what = "a link to nothing (a missing target, or a loop)" if p.is_symlink() and not p.exists() \
+                else "not a regular file"
             warnings.warn(f"{p}: {what}, its records are left out", stacklevel=2)
     return [p for p in named if p.is_file()]
 
