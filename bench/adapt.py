@@ -127,6 +127,7 @@ def main() -> None:
     full = FeatureStore(store)
     workloads = {i for i, _ in full.units()}
     results: dict[str, dict] = {}
+    per_run: dict[str, list[dict]] = {}  # every fold x seed's curves, so that later runs can be pooled
     for regime in args.regimes:
         runs: list[dict] = []
         for k, new in enumerate(FOLDS[:args.folds] if regime != "cross" else FOLDS[:1]):
@@ -145,9 +146,10 @@ def main() -> None:
                 runs.append(run_fold(module, new_store, args.methods, seed, args.evidence))
             print(f"[{time.perf_counter() - start:.0f} s] {regime} fold {k} done", flush=True)
         results[regime] = summarize(runs, args.methods)
+        per_run[regime] = runs
         report(f"{regime} ({'cross-target' if regime == 'cross' else 'pretrained on ' + ('10' if regime == 'strong' else '3') + ' workloads'})",
                results[regime], args.out)
-    (args.out / "curves.json").write_text(json.dumps(results))
+    (args.out / "curves.json").write_text(json.dumps({**results, "runs": per_run}))
     print(f"total {time.perf_counter() - start:.0f} s")
 
 
