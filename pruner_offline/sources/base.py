@@ -160,14 +160,15 @@ class TailedFile:
 
     def poll(self) -> list[bytes]:
         try:
-            st = os.stat(self.path)
+            f = open(self.path, "rb")
         except OSError:
             return []  # not written yet
-        changed = "replaced by another file" if self._identity not in (None, (st.st_dev, st.st_ino)) else \
-            f"shrank from {self.offset} to {st.st_size} bytes" if st.st_size < self.offset else None
-        with open(self.path, "rb") as f:
+        with f:
+            st = os.fstat(f.fileno())  # of the file read, even if the path is replaced meanwhile
             f.seek(self.offset - len(self._seen))
             chunk = f.read()
+        changed = "replaced by another file" if self._identity not in (None, (st.st_dev, st.st_ino)) else \
+            f"shrank from {self.offset} to {st.st_size} bytes" if st.st_size < self.offset else None
         if changed is None and not chunk.startswith(self._seen):
             changed = "rewritten"
         if changed:

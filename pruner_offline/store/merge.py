@@ -23,9 +23,11 @@ def merge(out: Path, stores: Sequence[Path]) -> int:
     units: dict[int, UnitFeatures] = {}
     networks: dict[str, dict[str, int]] = {}
     kinds: set[str] = set()
+    shards: list[str] = []
     base = None
     for path in stores:
         store = FeatureStore(path)
+        shards.append(str(store.meta.get("shard", "")))
         meta = {k: v for k, v in store.meta.items() if k not in PER_SHARD}
         if base is None:
             base = meta
@@ -38,8 +40,8 @@ def merge(out: Path, stores: Sequence[Path]) -> int:
             units[index] = unit
         networks.update(store.task_networks())
         kinds.update(store.meta.get("target_kinds", []))
-    shard = _merged_shard([str(FeatureStore(p).meta.get("shard", "")) for p in stores])
-    write_store(out, sorted(units.items()), {**base, "shard": shard, "target_kinds": sorted(kinds)}, networks)
+    write_store(out, sorted(units.items()), {**base, "shard": _merged_shard(shards), "target_kinds": sorted(kinds)},
+                networks)
     return sum(u.header.n_records for u in units.values())
 
 

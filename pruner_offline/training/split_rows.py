@@ -63,20 +63,22 @@ def split_rows(store: FeatureStore, spec: SplitSpec, seed: int, val_fraction: fl
     # the store's record ids fit 4 bytes up to 2**31 records
     dtype = np.int32 if len(sizes) and sizes.sum() < 2**31 else np.int64
 
-    def train_and_test() -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
-        """(training rows, their tasks, test rows, whether each row's run succeeded) per block."""
+    def train_and_test() -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, int, int]]:
+        """(training rows, their tasks, test rows, how many of each ran successfully) per block."""
         for lo, c in _blocks(store, ("task_id", "position", "label")):
             is_test = test_mask(spec, c["task_id"], c["position"], sizes, task_networks)
             known = np.isfinite(c["label"])
-            train, test = np.flatnonzero(~is_test & known), np.flatnonzero(is_test & known)
-            yield (train + lo).astype(dtype), c["task_id"][train], (test + lo).astype(dtype), c["label"] > 0, train, test
+            ok = c["label"] > 0
+            train = np.flatnonzero(~is_test & known)
+            yield (train + lo).astype(dtype), c["task_id"][train], (np.flatnonzero(is_test & known) + lo).astype(dtype), \
+                int((ok & ~is_test).sum()), int((ok & is_test).sum())
 
-    test, n_train, tasks, measured = [], 0, set(), [0, 0]
+    test, n_train, tasks, measured_train, measured_test = [], 0, set(), 0, 0
     buckets = np.zeros(1 << 16, dtype=np.int64)
-    for train, task, t, ok, at_train, at_test in train_and_test():
+    for train, task, t, ok_train, ok_test in train_and_test():
         test.append(t)
-        measured[0] += int(ok[at_train].sum())
-        measured[1] += int(ok[at_test].sum())
+        measured_train += ok_train
+        measured_test += ok_test
         n_train += len(train)
         tasks.update(np.unique(task).tolist())
         np.add.at(buckets, (row_keys(train, seed) >> _BUCKET_SHIFT).astype(np.int64), 1)
@@ -105,7 +107,7 @@ def split_rows(store: FeatureStore, spec: SplitSpec, seed: int, val_fraction: fl
     def joined(parts: list[np.ndarray]) -> np.ndarray:
         return np.concatenate(parts) if parts else np.zeros(0, dtype)
 
-    return SplitRows(train_rows[:n], joined(val_parts), joined(test), labelled, *measured)
+    return SplitRows(train_rows[:n], joined(val_parts), joined(test), labelled, measured_train, measured_test)
 
 
 def _kth_key(blocks: Callable[[], Iterator[tuple[np.ndarray, ...]]], buckets: np.ndarray,
