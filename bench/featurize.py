@@ -16,8 +16,8 @@ steps on TIR and every stored feature (per-store, op tag, dataflow, PSA symbols,
 - ``--rounds N``: everything N times in turn; rates are medians, ratios the median of the ratios
   within each round, with their range (the load of a shared machine drifts between rounds).
 - ``--breakdown``: where our time goes, per record: inside TVM's schedule primitives (the
-  replay), inside MetaSchedule's PerStoreFeature (its ``extract_from``), and the rest (ours, in
-  Python); then PerStoreFeature's own preprocessing passes timed one by one on a sample of the
+  replay), inside the per-store columns' extractor (schema 3: ours, native; schema 2:
+  MetaSchedule's PerStoreFeature ``extract_from``), and the rest (ours, in Python); then PerStoreFeature's own preprocessing passes timed one by one on a sample of the
   replayed programs (``--breakdown-sample`` per target). Both calls are timed by wrapping them,
   so these rates run a little slower than without the flag.
 
@@ -73,9 +73,11 @@ class NativeTimes:
 
         from tvm.s_tir.meta_schedule.feature_extractor import FeatureExtractor
 
+        from pruner_offline.features import extract as extract_module
         from pruner_offline.replay.unchecked import UncheckedSchedule
 
         getattr_, extract = UncheckedSchedule.__getattr__, FeatureExtractor.extract_from
+        own = extract_module.per_store_rows
 
         def primitive(sch, name):
             got = getattr_(sch, name)  # a primitive comes back as a partial of the raw function
@@ -87,10 +89,12 @@ class NativeTimes:
 
         UncheckedSchedule.__getattr__ = primitive
         FeatureExtractor.extract_from = self._timed(extract, "extract")
+        extract_module.per_store_rows = self._timed(own, "extract")  # schema 3's extractor
         try:
             yield self
         finally:
             UncheckedSchedule.__getattr__, FeatureExtractor.extract_from = getattr_, extract
+            extract_module.per_store_rows = own
 
 
 def measure(dataset: Path, breakdown: bool = False) -> dict:
@@ -163,8 +167,8 @@ def pass_seconds(dataset: Path, sample: int) -> dict:
 
 def print_breakdown(ours: dict, passes: dict, ansor: dict | None) -> None:
     print("\nwhere our time goes, ms per record (share of ours)")
-    print(f"{'target':>6}  {'all':>14}  {'TVM schedule':>14}  {'PerStoreFeature':>16}  {'rest (ours)':>14}"
-          + (f"  {'Ansor, all':>12}  {'PerStoreFeature / Ansor':>24}" if ansor else ""))
+    print(f"{'target':>6}  {'all':>14}  {'TVM schedule':>14}  {'per-store columns':>17}  {'rest (ours)':>14}"
+          + (f"  {'Ansor, all':>12}  {'per-store / Ansor':>18}" if ansor else ""))
     for kind, e in sorted(ours.items()):
         ms = {k: 1e3 * e[f"{k}_seconds"] / e["records"] for k in ("schedule", "extract")}
         total = 1e3 * e["seconds"] / e["records"]
@@ -173,7 +177,7 @@ def print_breakdown(ours: dict, passes: dict, ansor: dict | None) -> None:
         line = f"{kind:>6}  {total:>14.2f}  {cells[0]:>14}  {cells[1]:>16}  {cells[2]:>14}"
         if ansor and kind in ansor:
             a = 1e3 * ansor[kind]["seconds"] / ansor[kind]["records"]
-            line += f"  {a:>12.2f}  {ms['extract'] / a:>24.2f}"
+            line += f"  {a:>12.2f}  {ms['extract'] / a:>18.2f}"
         print(line)
     for kind, e in sorted(passes.items()):
         timed = {k: v for k, v in e.items() if k != "programs"}

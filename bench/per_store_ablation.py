@@ -1,12 +1,14 @@
-"""What the 164 per-store columns (MetaSchedule's PerStoreFeature) are worth to PaCM on unseen data.
+"""What the 164 per-store columns are worth to PaCM on unseen data, and whose extractor should make them.
 
-    python bench/per_store_ablation.py [--datasets cpu h200] [--seeds 5 3] [--out runs/per_store_ablation]
+    python bench/per_store_ablation.py [--datasets cpu h200] [--seeds 5 3] [--arms zeroed schema3]
+                                       [--out runs/per_store_ablation]
 
 For each split of bench/generalize.py (cpu: holdout:NET over tenset-mini's llvm networks; h200:
 leave-workloads-out folds over ../shared/h200-ms), PaCM is trained by `pretrain` (the shipped
-recipe) twice with the same seed: on the store, and on a copy whose statement columns 0-163 are 0
-(the op tag, PSA symbols, dataflow pattern and draft prior left). Both are scored on the unseen
-split. Then each trained full model is scored again with one column group zeroed at a time, no
+recipe) with the same seed on the store of feature schema 2 (per-store columns by MetaSchedule's
+PerStoreFeature: "full") and on each arm: "zeroed", a copy of it whose statement columns 0-163 are
+0 (the op tag, PSA symbols, dataflow pattern and draft prior left); "schema3", the store of feature
+schema 3 (the same columns by the package's own extractor). All are scored on the unseen split. Then each trained full model is scored again with one column group zeroed at a time, no
 retraining: how much the model leans on that group (noisy: it moves by 0.1-0.3 between runs).
 Prints the paired peak@1 difference (full - zeroed) with its standard error, and the mean change of
 peak@1 per zeroed group. Results are kept in OUT/<dataset>.jsonl; a second run trains only what is
@@ -20,6 +22,7 @@ import json
 import os
 import shutil
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -95,6 +98,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--datasets", nargs="+", default=["cpu", "h200"], choices=["cpu", "h200"])
     ap.add_argument("--seeds", nargs="+", type=int, default=[5, 3], help="seeds per dataset, in --datasets order")
+    ap.add_argument("--arms", nargs="+", default=["zeroed"], choices=["zeroed", "schema3"],
+                    help="what to compare with the schema-2 store")
     ap.add_argument("--out", type=Path, default=REPO / "runs" / "per_store_ablation")
     args = ap.parse_args()
     torch.set_num_threads(1)
@@ -102,9 +107,12 @@ def main() -> None:
     for dataset, seeds in zip(args.datasets, args.seeds + args.seeds[-1:] * len(args.datasets)):
         settings = FeaturizeSettings(str(REPO.parent / "shared" / "h200-ms"), gpu="h200") if dataset == "h200" \
             else FeaturizeSettings(str(REPO.parent / "shared" / "tenset-mini"))
-        store, _ = cached_store(settings, REPO / "runs" / "features", jobs=2)
-        arms = {"full": store, "zeroed": zeroed_store(store, args.out / f"{dataset}-per-store-zeroed.h5")}
-        schema = str(FeatureStore(store).meta.get("feature_schema", ""))
+        store, _ = cached_store(replace(settings, feature_schema=2), REPO / "runs" / "features", jobs=2)
+        arms = {"full": store}
+        if "zeroed" in args.arms:
+            arms["zeroed"] = zeroed_store(store, args.out / f"{dataset}-per-store-zeroed.h5")
+        if "schema3" in args.arms:
+            arms["schema3"] = cached_store(replace(settings, feature_schema=3), REPO / "runs" / "features", jobs=2)[0]
         results = args.out / f"{dataset}.jsonl"
         rows = {r["key"]: r for r in map(json.loads, results.read_text().splitlines())} if results.exists() else {}
         pairs, leaning = [], []
@@ -114,6 +122,7 @@ def main() -> None:
                 key = f"{arm}|{split}|{seed}"
                 if key not in rows:
                     run = args.out / dataset / arm / f"{split.replace(':', '_').replace('/', '-')}-{seed}"
+                    schema = str(FeatureStore(path).meta.get("feature_schema", ""))
                     r = pretrain(path, "pacm", split, run, seed=seed, progress=False, quiet=True, feature_schema=schema)
                     row = {"key": key, **{k: r.evaluation.metrics[k] for k in ("peak@1", "peak@5")},
                            "model": str(r.model_file)}
@@ -123,15 +132,19 @@ def main() -> None:
                     with results.open("a") as f:
                         f.write(json.dumps(row) + "\n")
                 got[arm] = rows[key]
-            pairs.append((got["full"]["peak@1"], got["zeroed"]["peak@1"], got["full"]["peak@5"], got["zeroed"]["peak@5"]))
+            pairs.append(got)
+            print(f"{dataset} {split} seed {seed}: peak@1 " + ", ".join(f"{a} {got[a]['peak@1']:.3f}" for a in arms),
+                  flush=True)
             leaning.append(got["full"]["reliance"])
-            print(f"{dataset} {split} seed {seed}: peak@1 full {pairs[-1][0]:.3f}, zeroed {pairs[-1][1]:.3f}", flush=True)
-        p = np.array(pairs)
-        diff = p[:, 0] - p[:, 1]
-        print(f"\n{dataset}: {len(p)} runs, peak@1 (peak@5) full {p[:, 0].mean():.3f} ± {p[:, 0].std():.3f} "
-              f"({p[:, 2].mean():.3f}), per-store columns zeroed {p[:, 1].mean():.3f} ± {p[:, 1].std():.3f} "
-              f"({p[:, 3].mean():.3f}); paired difference {diff.mean():+.3f} ± "
-              f"{diff.std(ddof=1) / np.sqrt(len(diff)):.3f} (s.e.), full better in {int((diff > 0).sum())}/{len(diff)}")
+        full = np.array([[g["full"]["peak@1"], g["full"]["peak@5"]] for g in pairs])
+        print(f"\n{dataset}: {len(full)} runs, peak@1 (peak@5) full {full[:, 0].mean():.3f} ± {full[:, 0].std():.3f} "
+              f"({full[:, 1].mean():.3f})")
+        for arm in list(arms)[1:]:
+            p = np.array([[g[arm]["peak@1"], g[arm]["peak@5"]] for g in pairs])
+            diff = full[:, 0] - p[:, 0]
+            print(f"  {arm}: {p[:, 0].mean():.3f} ± {p[:, 0].std():.3f} ({p[:, 1].mean():.3f}); paired difference "
+                  f"full - {arm} {diff.mean():+.3f} ± {diff.std(ddof=1) / np.sqrt(len(diff)):.3f} (s.e.), "
+                  f"full better in {int((diff > 0).sum())}/{len(diff)}")
         print("mean change of the full models' peak@1 with one group zeroed (no retraining):")
         for name in GROUPS:
             print(f"  {name:<48} {np.mean([r[name] for r in leaning]):+.3f}")

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Optional, Union
 import numpy as np
 
 from .errors import BadInput
-from .features import FEATURE_SCHEMA_VERSION, DeviceConstants
+from .features import EXTRACTABLE_SCHEMAS, FEATURE_SCHEMA_VERSION, DeviceConstants
 from .executors import Executor, LocalExecutor
 from .features.devices import device_for, device_to_json
 from .sources import ProgramSource, SourceError, Unit, open_source
@@ -57,6 +57,10 @@ class FeaturizeSettings:
         "help": "CPU constants of the draft score of llvm programs (default: features.DEFAULT_DEVICE)"})
     shard: tuple[int, int] = field(default=(0, 1), metadata={"help": "i/N: featurize every N-th unit",
                                                              "parse": parse_shard})
+    feature_schema: int = field(default=FEATURE_SCHEMA_VERSION, metadata={
+        "help": "the feature schema to extract: 3, per-store columns by the package's own extractor; 2, by "
+                "MetaSchedule's PerStoreFeature (what models trained before schema 3 read)",
+        "choices": EXTRACTABLE_SCHEMAS})
 
     def constants(self, target_kind: str) -> DeviceConstants:
         return device_for(target_kind, self.gpu if target_kind == "cuda" else self.cpu)
@@ -64,7 +68,7 @@ class FeaturizeSettings:
     def manifest(self, units: list[str]) -> dict:
         d = asdict(self)
         d.pop("shard")  # parts of different shards never share a directory
-        return {**d, "feature_schema": str(FEATURE_SCHEMA_VERSION), "units": units}
+        return {**d, "feature_schema": str(self.feature_schema), "units": units}
 
 
 @dataclass
@@ -100,14 +104,14 @@ def reason_category(reason: str) -> str:
 
 
 def _featurized(programs: Iterable[SourceProgram], target_kind: str, device: Optional[DeviceConstants],
-                chunk: int = 64) -> Iterator[tuple[SourceProgram, Union[ProgramFeatures, str]]]:
+                schema: int, chunk: int = 64) -> Iterator[tuple[SourceProgram, Union[ProgramFeatures, str]]]:
     """(program, its features or why it has none), the programs replayed and extracted ``chunk`` at
     a time: one native extraction call per chunk, and at most a chunk of schedules held at once."""
     from .features.program import programs_features
 
     it = iter(programs)
     while batch := list(islice(it, chunk)):
-        yield from zip(batch, programs_features(batch, target_kind, device))
+        yield from zip(batch, programs_features(batch, target_kind, device, schema))
 
 
 def featurize_unit(source: ProgramSource, settings: FeaturizeSettings, unit: Unit) -> UnitFeatures:
@@ -117,7 +121,7 @@ def featurize_unit(source: ProgramSource, settings: FeaturizeSettings, unit: Uni
     device = settings.constants(got.target_kind) if got.target_kind else None
     rows: dict[str, list] = {k: [] for k in ("line", "position", "label", "cost", "error_no", "stmt_count",
                                              "draft_score", "statements", "symbols", "dataflow", "steps")}
-    for prog, feats in _featurized(got.programs, got.target_kind, device):
+    for prog, feats in _featurized(got.programs, got.target_kind, device, settings.feature_schema):
         if isinstance(feats, str):
             failures.append((prog.line, feats))
             continue
@@ -191,7 +195,7 @@ def run_featurize(settings: FeaturizeSettings, out: Path, jobs: int = 1,
     unit_parts = [(u.index, lazy_part(part_path(parts, u.index))) for u in units]
     heads = [u.header for _, u in unit_parts]
     kinds = sorted({h.target_kind for h in heads if h.target_kind})
-    meta = {"feature_schema": str(FEATURE_SCHEMA_VERSION), "dataset": str(source.root), "source_kind": source.kind,
+    meta = {"feature_schema": str(settings.feature_schema), "dataset": str(source.root), "source_kind": source.kind,
             "source_fingerprint": source.fingerprint(),
             "settings": {k: v for k, v in asdict(settings).items() if k != "shard"},
             "shard": f"{settings.shard[0]}/{settings.shard[1]}",
@@ -226,7 +230,7 @@ def cached_store(settings: FeaturizeSettings, cache: Path, jobs: int = 1,
     constants, so two datasets of one name, an edited dataset or a newer schema never share an entry.
     """
     source = open_source(settings.dataset)
-    key = hashlib.sha256(repr((source.kind, source.fingerprint(), FEATURE_SCHEMA_VERSION,
+    key = hashlib.sha256(repr((source.kind, source.fingerprint(), settings.feature_schema,
                                settings.constants("cuda"), settings.constants("llvm"),
                                settings.device, settings.include_unmeasured)).encode()).hexdigest()[:12]
     store = cache / f"{source.root.name}-{key}.h5"

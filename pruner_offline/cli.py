@@ -18,6 +18,7 @@ from .bundled import default_dataset
 from .cli_options import add_options, bounded, settings_from
 from .errors import BadInput, crash_log, dumps, user_facing_warnings
 from .features import FEATURE_SCHEMA_VERSION
+from .features.schema import extractable_schemas
 from .interrupts import exit_at_once, exit_code, terminate_as_interrupt
 from .models.registry import MODEL_NAMES
 from .progress import Progress
@@ -172,11 +173,13 @@ def cmd_check_replay(args: argparse.Namespace) -> int:
     return 0
 
 
-def ensure_store(data: Path, cache: Path, jobs: int, quiet: bool, devices: Optional[dict] = None) -> Path:
+def ensure_store(data: Path, cache: Path, jobs: int, quiet: bool, devices: Optional[dict] = None,
+                 schema: int = FEATURE_SCHEMA_VERSION) -> Path:
     """A feature store for ``data``: the file itself, or the source featurized into ``cache`` once.
 
-    ``devices`` (target kind -> recorded constants, as model files keep them) picks the constants
-    the source is featurized with, so that a model sees features made the way it was trained.
+    ``devices`` (target kind -> recorded constants, as model files keep them) and ``schema`` (the
+    feature schema of a model) pick how the source is featurized, so that a model sees features
+    made the way it was trained.
     """
     if data.is_file():
         return data
@@ -186,13 +189,20 @@ def ensure_store(data: Path, cache: Path, jobs: int, quiet: bool, devices: Optio
 
     devices = devices or {}
     settings = FeaturizeSettings(dataset=str(data.resolve()), gpu=devices.get("cuda", {}).get("name"),
-                                 cpu=devices.get("llvm", {}).get("name"))
+                                 cpu=devices.get("llvm", {}).get("name"), feature_schema=schema)
     with Progress(f"featurizing {data.name}", "rec", quiet=quiet) as bar:
         store, report = cached_store(settings, cache, jobs, on_progress=lambda records, units: bar.update(records))
     if report is not None:
         print(f"featurized {report.replayed}/{report.records} records of {data} in {report.seconds:.1f} s -> {store}",
               file=sys.stderr)
     return store
+
+
+def _schema_to_extract(module, data: Path) -> int:
+    """The feature schema to featurize ``data`` with for ``module``: its own where this version
+    extracts it (a store file is taken as it is, and checked against the model by the caller)."""
+    schema = str(module.hparams.get("feature_schema", ""))
+    return int(schema) if schema in extractable_schemas() and not data.is_file() else FEATURE_SCHEMA_VERSION
 
 
 def _store_schema(store: Path) -> str:
@@ -240,11 +250,11 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
     store = ensure_store(args.data, args.out / "features", args.jobs, args.quiet,
                          {kind: {"name": name} for kind, name in (("llvm", args.cpu), ("cuda", args.gpu)) if name})
     schema = _store_schema(store)
-    if schema != str(FEATURE_SCHEMA_VERSION):
+    if schema not in extractable_schemas():
         # the models still train and evaluate on such stores; only a run of tune would find out
         warnings.warn(f"{store} holds features of schema {schema!r}, this version extracts schema "
-                      f"{FEATURE_SCHEMA_VERSION}: tune and adapt --follow will refuse the models trained on it "
-                      "(featurize the dataset again to use them there)", stacklevel=1)
+                      f"{' or '.join(extractable_schemas())}: tune and adapt --follow will refuse the models "
+                      "trained on it (featurize the dataset again to use them there)", stacklevel=1)
     results, last = train_models(
         store, args.split or "within_task", args.out, args.model, seed=args.seed, max_epochs=args.max_epochs,
         feature_schema=schema, progress=_lightning_progress(args.quiet), quiet=args.quiet,
@@ -268,8 +278,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from .training.evaluate import evaluate_model_file, plot_evaluation, reference_metrics
     from .training.export import load_model, recorded_devices
 
-    _, meta = load_model(args.checkpoint)
-    store = ensure_store(args.data, args.cache, args.jobs, args.quiet, recorded_devices(meta))
+    module, meta = load_model(args.checkpoint)
+    store = ensure_store(args.data, args.cache, args.jobs, args.quiet, recorded_devices(meta),
+                         _schema_to_extract(module, args.data))
     ev, dm, split = evaluate_model_file(args.checkpoint, store, args.split, args.seed)
     name = args.checkpoint.stem
     scored = dm.n_labelled
@@ -356,7 +367,7 @@ def cmd_adapt(args: argparse.Namespace) -> int:
     # following a live run, the ones this version extracts
     if args.save is not None:
         check_replaceable(args.save)  # before the training whose model it would hold
-    module, meta = load_model(args.checkpoint, expect_schema=str(FEATURE_SCHEMA_VERSION) if args.follow else None)
+    module, meta = load_model(args.checkpoint, expect_schema=extractable_schemas() if args.follow else None)
     cfg = settings_from(AdaptConfig, args)
     methods = list(METHODS) if args.method == "all" else [args.method]
     device = _adapt_device(args, meta)
@@ -370,7 +381,7 @@ def cmd_adapt(args: argparse.Namespace) -> int:
     if args.save is not None and methods == ["frozen"]:
         raise BadInput("--method frozen adapts nothing, so there is no model to --save: it is the checkpoint itself")
     wanted = {args.target: device_to_json(device)}
-    stores = [ensure_store(p, args.cache, args.jobs, args.quiet, wanted)
+    stores = [ensure_store(p, args.cache, args.jobs, args.quiet, wanted, _schema_to_extract(module, p))
               for p in [args.records] + ([args.eval] if args.eval else [])]
     for store in stores:
         check_schema(args.checkpoint, module.hparams.get("feature_schema"), _store_schema(store))

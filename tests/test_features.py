@@ -15,7 +15,7 @@ import pytest
 import tvm_ffi
 from tvm import s_tir, te, topi
 
-from pruner_offline.features import (DATAFLOW_COLUMNS, DATAFLOW_TOKENS, FEATURE_SCHEMA_VERSION,
+from pruner_offline.features import (DATAFLOW_COLUMNS, DATAFLOW_TOKENS, EXTRACTABLE_SCHEMAS, FEATURE_SCHEMA_VERSION,
                                      OP_TAGS, STATEMENT_COLUMNS, SYMBOL_COLUMNS, DeviceConstants, get_device)
 from pruner_offline.features.extract import featurize_prim_func
 from pruner_offline.features.devices import DEVICES
@@ -287,9 +287,11 @@ def test_featurize_is_pure():
     assert tvm_ffi.structural_equal(func, gemm_shared_gpu())
 
 
-def test_cross_thread_reduction_rows_align_with_per_store_features():
-    # Binding a reduction loop to threadIdx makes PerStoreFeature's preprocessing add a statement
-    # (the cross-thread result) that the scheduled TIR does not have yet.
+@pytest.mark.parametrize("schema, rows", [(2, 2), (3, 1)])
+def test_cross_thread_reduction_rows_align_with_per_store_features(schema, rows):
+    # Binding a reduction loop to threadIdx makes PerStoreFeature's preprocessing (schema 2) add a
+    # statement (the cross-thread result) that the scheduled TIR does not have yet; the walk then
+    # reads the program as lowered. Schema 3's extractor reads the TIR as scheduled: one statement.
     a = te.placeholder((128, 256), name="A")
     k = te.reduce_axis((0, 256), name="k")
     rowsum = te.compute((128,), lambda i: te.sum(a[i, k] * 2.0, axis=k), name="rowsum")
@@ -298,8 +300,8 @@ def test_cross_thread_reduction_rows_align_with_per_store_features():
     _, k1 = sch.split(kk, [None, 32])
     sch.bind(i, "blockIdx.x")
     sch.bind(k1, "threadIdx.x")
-    feats = featurize_prim_func(sch.mod["main"], "cuda")
-    assert feats.statements.shape == (2, 174) and feats.symbols.shape == (2, 11)
+    feats = featurize_prim_func(sch.mod["main"], "cuda", schema=schema)
+    assert feats.statements.shape == (rows, 174) and feats.symbols.shape == (rows, 11)
     assert _sym(feats, 0, "F_t") == 2 * 256 // 32  # each thread reduces 8 elements
     assert _sym(feats, 0, "block") == 32 and _sym(feats, 0, "grid") == 128
 
@@ -345,21 +347,23 @@ def test_op_tags_of_topi_depthwise_and_dense_bias_relu():
         assert [OP_TAGS[i] for i in tags.argmax(axis=1)] == expected
 
 
-def test_featurize_many_is_featurize_one_by_one_and_a_bad_program_fails_alone(monkeypatch):
+@pytest.mark.parametrize("schema", EXTRACTABLE_SCHEMAS)
+def test_featurize_many_is_featurize_one_by_one_and_a_bad_program_fails_alone(monkeypatch, schema):
     """The per-store part of a batch is one native call; when it fails (a program the extractor
     cannot read), every program is extracted alone, so the others keep their features and the bad
     one reports its own error."""
     from pruner_offline.features import extract
 
     programs = [gemm_cpu(True), conv2d_cpu(), gemm_cpu(False)]
-    alone = [featurize_prim_func(p, "llvm") for p in programs]
-    batched = extract.featurize_many(programs, "llvm")
+    alone = [featurize_prim_func(p, "llvm", schema=schema) for p in programs]
+    assert {a.schema_version for a in alone} == {schema}
+    batched = extract.featurize_many(programs, "llvm", schema=schema)
     for a, b in zip(alone, batched):
         np.testing.assert_array_equal(a.statements, b.statements)
         np.testing.assert_array_equal(a.symbols, b.symbols)
         assert a.draft_score == b.draft_score
 
-    real = extract.per_store_features_of_many
+    real = extract.per_store_of_many
     bad = programs[1]
 
     def unreadable(schedules, *args):
@@ -367,10 +371,8 @@ def test_featurize_many_is_featurize_one_by_one_and_a_bad_program_fails_alone(mo
             raise RuntimeError("the extractor cannot read this program")
         return real(schedules, *args)
 
-    monkeypatch.setattr(extract, "per_store_features_of_many", unreadable)
-    monkeypatch.setattr(extract, "per_store_features",
-                        lambda p, kind: unreadable([p if isinstance(p, s_tir.Schedule) else s_tir.Schedule(p)], kind)[0])
-    got = extract.featurize_many(programs, "llvm")
+    monkeypatch.setattr(extract, "per_store_of_many", unreadable)
+    got = extract.featurize_many(programs, "llvm", schema=schema)
     assert isinstance(got[1], RuntimeError) and "cannot read" in str(got[1])
     for i in (0, 2):
         np.testing.assert_array_equal(got[i].statements, alone[i].statements)

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from pruner_offline.build_store import FeaturizeSettings, run_featurize
+from pruner_offline.features import EXTRACTABLE_SCHEMAS, FEATURE_SCHEMA_VERSION
 from pruner_offline.store.merge import merge
 from pruner_offline.store.reader import FeatureStore
 
@@ -152,3 +153,23 @@ def test_ray_gives_the_local_store_byte_for_byte_and_resumes(small_dataset, whol
     assert report.records == whole[1].records and 0 < report.processed < report.records
     assert out.read_bytes() == whole[0].read_bytes()
     assert not parts.exists()
+
+
+def test_the_feature_schema_picks_the_per_store_extractor(small_dataset, whole, tmp_path):
+    """--feature-schema picks who computes the 164 per-store columns (2: MetaSchedule's
+    PerStoreFeature, what models trained before schema 3 read; 3: the package's own extractor);
+    every other array of the two stores is the same."""
+    other = next(s for s in EXTRACTABLE_SCHEMAS if s != FEATURE_SCHEMA_VERSION)
+    out = tmp_path / "other.h5"
+    code = subprocess.run([sys.executable, "-m", "pruner_offline.cli", "featurize", str(small_dataset), "--out",
+                           str(out), "--include-unmeasured", "--feature-schema", str(other), "--quiet"],
+                          capture_output=True, text=True)
+    assert code.returncode == 0, code.stderr
+    assert FeatureStore(out).meta["feature_schema"] == str(other)
+    assert FeatureStore(whole[0]).meta["feature_schema"] == str(FEATURE_SCHEMA_VERSION)
+    theirs, ours = _arrays(out), _arrays(whole[0])
+    assert sorted(theirs) == sorted(ours)
+    for name in ("symbols", "steps", "records/label", "records/draft_score"):
+        np.testing.assert_array_equal(theirs[name], ours[name], err_msg=name)
+    np.testing.assert_array_equal(theirs["statements"][:, 164:], ours["statements"][:, 164:])
+    assert not np.array_equal(theirs["statements"][:, :164], ours["statements"][:, :164])

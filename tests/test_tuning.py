@@ -14,8 +14,8 @@ import tvm
 from tvm.s_tir import meta_schedule as ms
 
 from pruner_offline.cli import main
-from pruner_offline.features import FEATURE_SCHEMA_VERSION
-from pruner_offline.training.export import export_model
+from pruner_offline.features import EXTRACTABLE_SCHEMAS, FEATURE_SCHEMA_VERSION
+from pruner_offline.training.export import ModelFileError, export_model
 from pruner_offline.training.module import CostModelModule
 from pruner_offline.training.normalize import fit_scales
 from pruner_offline.tuning.candidates import CandidateFeatures
@@ -315,3 +315,19 @@ def test_a_run_defaults_to_the_cores_this_process_may_use(monkeypatch):
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(12)), raising=False)
     assert TuneSettings().num_cores == 12
     assert TuneSettings(num_cores=3).num_cores == 3
+
+
+@pytest.mark.parametrize("schema", EXTRACTABLE_SCHEMAS)
+def test_full_features_are_made_in_the_verifiers_schema(space, schema):
+    """A checkpoint trained on features of schema 2 (per-store columns by MetaSchedule's extractor)
+    keeps tuning after schema 3: the candidates it verifies are featurized the way it was trained.
+    A schema this version cannot extract is refused."""
+    context, candidates = space
+    module = CostModelModule(model="pacm", feature_schema=str(schema))
+    model = PrunerCostModel(target_kind="llvm", verifier=module, device="epyc-7452", verify_fraction=0.25)
+    assert model.features.schema == schema
+    model.predict(context, candidates)
+    full = [f for f in model.features._full.items.values() if f is not None]
+    assert full and {f.schema_version for f in full} == {schema}
+    with pytest.raises(ModelFileError, match="schema '1'"):
+        PrunerCostModel(target_kind="llvm", verifier=CostModelModule(model="pacm", feature_schema="1"))

@@ -21,13 +21,14 @@ from ..errors import BadInput, why_not_loaded
 from ..features.devices import DeviceConstants
 from ..sources.base import LiveProgram, LiveSource
 from ..tenset.records import BadLine
-from ..training.export import export_model
+from ..training.export import export_model, model_schema
 from ..training.module import CostModelModule
 from .methods import AdaptConfig, Method, make_method
 from .model_file import adapted_meta
 from .online import OnlineProgram, OnlineRecords
 
-STATE_FORMAT = "pruner-offline-adapt-state/2"  # 2: guarded keeps a running fine-tune and its candidate choice
+# 2: guarded keeps a running fine-tune and its candidate choice; 3: and the task of every judged record
+STATE_FORMAT = "pruner-offline-adapt-state/3"
 
 
 class TargetMismatch(BadInput):
@@ -42,12 +43,12 @@ class FollowState:
     skipped: int = 0  # records that could not be used (replay failed, bad line, ...)
 
 
-def online_program(live: LiveProgram, device: DeviceConstants) -> Union[OnlineProgram, str]:
-    """Featurize one appended program; a reason string when it cannot be used."""
+def online_program(live: LiveProgram, device: DeviceConstants, schema: int) -> Union[OnlineProgram, str]:
+    """Featurize one appended program (feature schema ``schema``); a reason string when it cannot be used."""
     from ..features.program import program_features
 
     prog = live.program
-    feats = program_features(prog, live.target_kind, device)
+    feats = program_features(prog, live.target_kind, device, schema)
     if isinstance(feats, str):
         return feats
     return OnlineProgram.of_features(feats, prog.cost, prog.ok, live.task_key, prog.raw_steps)
@@ -68,6 +69,7 @@ def follow(pretrained: CostModelModule, live: LiveSource, target: str, device: D
            on_event: Optional[Callable[[str], None]] = None) -> FollowState:
     say = on_event or (lambda msg: None)
     state_path = save.with_name(save.name + ".state")
+    schema = model_schema(pretrained)  # the appended programs are featurized as the model was trained
     method = make_method(method_name, pretrained, cfg)
     st = FollowState()
     resume_lines = 0
@@ -110,7 +112,7 @@ def follow(pretrained: CostModelModule, live: LiveSource, target: str, device: D
             if item.target_kind != target:
                 raise TargetMismatch(f"line {line}: a {item.target_kind} record, but adapting for --target "
                                      f"{target}; pass --target {item.target_kind} or records measured on {target}")
-            prog = online_program(item, device)
+            prog = online_program(item, device, schema)
             if isinstance(prog, str):
                 st.skipped += not replaying
                 say(f"skipped line {line}: {prog}")

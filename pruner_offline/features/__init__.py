@@ -6,10 +6,11 @@ evaluation from a store run where TVM is not installed; extraction is ``features
 """
 
 from .devices import DEFAULT_DEVICE, DEVICES, DeviceConstants, get_device
-from .schema import (DATAFLOW_COLUMNS, DATAFLOW_TOKENS, FEATURE_SCHEMA_VERSION, OP_TAGS,
+from .schema import (DATAFLOW_COLUMNS, DATAFLOW_TOKENS, EXTRACTABLE_SCHEMAS, FEATURE_SCHEMA_VERSION, OP_TAGS,
                      STATEMENT_COLUMNS, SYMBOL_COLUMNS)
 
 __all__ = [
-    "DATAFLOW_COLUMNS", "DATAFLOW_TOKENS", "DEFAULT_DEVICE", "DEVICES", "FEATURE_SCHEMA_VERSION", "OP_TAGS",
+    "DATAFLOW_COLUMNS", "DATAFLOW_TOKENS", "DEFAULT_DEVICE", "DEVICES", "EXTRACTABLE_SCHEMAS", "FEATURE_SCHEMA_VERSION",
+    "OP_TAGS",
     "STATEMENT_COLUMNS", "SYMBOL_COLUMNS", "DeviceConstants", "get_device",
 ]

@@ -19,8 +19,8 @@ from typing import Optional, Sequence
 
 import tvm  # noqa: F401 - registers the TIR types the readers look up by key
 
-_SOURCES = ("native_reflect.cc", "native_skeleton.cc", "native_walk.cc")
-FUNCTIONS = ("loop_skeletons", "tir_walks")
+_SOURCES = ("native_reflect.cc", "native_skeleton.cc", "native_walk.cc", "native_per_store.cc")
+FUNCTIONS = ("loop_skeletons", "tir_walks", "per_store_rows")
 _log = logging.getLogger(__name__)
 
 
@@ -34,6 +34,7 @@ def build(sources: Sequence[str]) -> Optional[object]:
         # empty calls: each finds its types and fields, or says which one this TVM lacks
         module.loop_skeletons([], 0)
         module.tir_walks([], 0, None, None)
+        module.per_store_rows([], False, 0, None, None)
         return module
     except Exception as err:  # noqa: BLE001 - any failure leaves the Python passes, which are correct
         reason = str(err).strip().splitlines()

@@ -4,6 +4,7 @@
 // found once by type key and name.
 
 #include <tvm/ffi/container/array.h>
+#include <tvm/ffi/container/map.h>
 #include <tvm/ffi/container/shape.h>
 #include <tvm/ffi/dtype.h>
 #include <tvm/ffi/extra/structural_visit.h>
@@ -12,6 +13,9 @@
 #include <tvm/ffi/string.h>
 
 #include <algorithm>
+#include <array>
+#include <climits>
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <unordered_map>
@@ -119,15 +123,18 @@ class FieldByName {
 // The TIR node types and fields the readers use, found once per thread.
 struct TirFields {
   int32_t prim_func, seq_stmt, for_, block_realize, block, buffer_store, if_then_else, bind, int_imm,
-      float_imm, var, tensor_load, call, prim_type;
-  std::vector<int32_t> arith, other, tests;
+      float_imm, var, tensor_load, call, prim_type, op, add, sub, mul, div, mod, floordiv, floormod, min, max,
+      cast, select, ramp, broadcast, and_, or_, not_;
+  std::vector<int32_t> arith, other, tests, compares;
   const TVMFFIFieldInfo *func_body, *seq, *loop_var, *extent, *kind, *for_body, *thread_binding,
       *thread_tag, *realize_block, *iter_values, *iter_vars, *iv_var, *iter_type, *name_hint, *init,
       *block_body, *store_buffer, *store_value, *store_indices, *then_case, *else_case, *bind_var,
       *bind_value, *int_value, *var_name, *load_source, *call_op, *call_args, *expr_ty, *prim_dtype,
-      *buffer_dtype, *buffer_shape;
-  FieldByName body{"body"}, name{"name"};
-  Function storage_scope;
+      *buffer_dtype, *buffer_shape, *loop_min, *loop_annotations, *alloc_buffers, *cast_value,
+      *select_true, *select_false, *ramp_base, *ramp_stride, *ramp_lanes, *broadcast_value, *load_indices,
+      *op_name;
+  FieldByName body{"body"}, name{"name"}, bin_a{"a"}, bin_b{"b"};
+  Function storage_scope, op_get_attr;
 
   TirFields()
       : prim_func(TypeIndexOf("tirx.PrimFunc")),
@@ -144,6 +151,23 @@ struct TirFields {
         tensor_load(TypeIndexOf("ir.TensorLoad")),
         call(TypeIndexOf("ir.Call")),
         prim_type(TypeIndexOf("ir.PrimType")),
+        op(TypeIndexOf("ir.Op")),
+        add(TypeIndexOf("prim.Add")),
+        sub(TypeIndexOf("prim.Sub")),
+        mul(TypeIndexOf("prim.Mul")),
+        div(TypeIndexOf("prim.Div")),
+        mod(TypeIndexOf("prim.Mod")),
+        floordiv(TypeIndexOf("prim.FloorDiv")),
+        floormod(TypeIndexOf("prim.FloorMod")),
+        min(TypeIndexOf("prim.Min")),
+        max(TypeIndexOf("prim.Max")),
+        cast(TypeIndexOf("prim.Cast")),
+        select(TypeIndexOf("prim.Select")),
+        ramp(TypeIndexOf("prim.Ramp")),
+        broadcast(TypeIndexOf("prim.Broadcast")),
+        and_(TypeIndexOf("prim.And")),
+        or_(TypeIndexOf("prim.Or")),
+        not_(TypeIndexOf("prim.Not")),
         func_body(Field("tirx.PrimFunc", "body")),
         seq(Field("tirx.SeqStmt", "seq")),
         loop_var(Field("tirx.For", "loop_var")),
@@ -175,7 +199,19 @@ struct TirFields {
         expr_ty(Field("ir.Expr", "ty")),
         prim_dtype(Field("ir.PrimType", "dtype")),
         buffer_dtype(Field("tirx.BufferType", "dtype")),
-        buffer_shape(Field("tirx.BufferType", "shape")) {
+        buffer_shape(Field("tirx.BufferType", "shape")),
+        loop_min(Field("tirx.For", "min")),
+        loop_annotations(Field("tirx.For", "annotations")),
+        alloc_buffers(Field("s_tir.SBlock", "alloc_buffers")),
+        cast_value(Field("prim.Cast", "value")),
+        select_true(Field("prim.Select", "true_value")),
+        select_false(Field("prim.Select", "false_value")),
+        ramp_base(Field("prim.Ramp", "base")),
+        ramp_stride(Field("prim.Ramp", "stride")),
+        ramp_lanes(Field("prim.Ramp", "lanes")),
+        broadcast_value(Field("prim.Broadcast", "value")),
+        load_indices(Field("ir.TensorLoad", "indices")),
+        op_name(Field("ir.Op", "name")) {
     for (const char* key : {"prim.Add", "prim.Sub", "prim.Mul", "prim.Div", "prim.Mod", "prim.FloorDiv",
                             "prim.FloorMod"}) {
       arith.push_back(TypeIndexOf(key));
@@ -185,9 +221,15 @@ struct TirFields {
                             "prim.Or", "prim.Not"}) {
       tests.push_back(TypeIndexOf(key));
     }
+    for (const char* key : {"prim.LT", "prim.LE", "prim.GT", "prim.GE", "prim.EQ", "prim.NE"}) {
+      compares.push_back(TypeIndexOf(key));
+    }
     auto scope = Function::GetGlobal("tirx.BufferStorageScope");
     TVM_FFI_ICHECK(scope.has_value()) << "no tirx.BufferStorageScope";
     storage_scope = *scope;
+    auto get_attr = Function::GetGlobal("ir.OpGetAttr");
+    TVM_FFI_ICHECK(get_attr.has_value()) << "no ir.OpGetAttr";
+    op_get_attr = *get_attr;
   }
 };
 

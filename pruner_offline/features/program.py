@@ -9,13 +9,14 @@ import numpy as np
 from ..sources.base import SourceProgram
 from .devices import DeviceConstants
 from .extract import ProgramFeatures, featurize_many
+from .schema import FEATURE_SCHEMA_VERSION
 
 
-def programs_features(progs: list[SourceProgram], target_kind: str,
-                      device: DeviceConstants) -> list[Union[ProgramFeatures, str]]:
-    """Each program's features, or why it has none (it could not be scheduled, or extraction
-    failed); the programs' per-store features are extracted in one batch."""
-    scheduled = featurize_many([p.func for p in progs if p.func is not None], target_kind, device)
+def programs_features(progs: list[SourceProgram], target_kind: str, device: DeviceConstants,
+                      schema: int = FEATURE_SCHEMA_VERSION) -> list[Union[ProgramFeatures, str]]:
+    """Each program's features of feature schema ``schema``, or why it has none (it could not be
+    scheduled, or extraction failed); the programs' per-store features are extracted in one batch."""
+    scheduled = featurize_many([p.func for p in progs if p.func is not None], target_kind, device, schema=schema)
     got = iter(scheduled)
     out: list[Union[ProgramFeatures, str]] = []
     for prog in progs:
@@ -32,6 +33,7 @@ def programs_features(progs: list[SourceProgram], target_kind: str,
     return out
 
 
-def program_features(prog: SourceProgram, target_kind: str, device: DeviceConstants) -> Union[ProgramFeatures, str]:
+def program_features(prog: SourceProgram, target_kind: str, device: DeviceConstants,
+                     schema: int = FEATURE_SCHEMA_VERSION) -> Union[ProgramFeatures, str]:
     """``programs_features`` of one program."""
-    return programs_features([prog], target_kind, device)[0]
+    return programs_features([prog], target_kind, device, schema)[0]

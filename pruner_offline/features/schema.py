@@ -4,7 +4,15 @@ Bump FEATURE_SCHEMA_VERSION whenever a column's meaning, order or scaling change
 feature stores compare it and refuse features of another schema.
 """
 
-FEATURE_SCHEMA_VERSION = 2
+FEATURE_SCHEMA_VERSION = 3
+# Schemas whose features this version can still extract (the per-store columns by MetaSchedule's
+# PerStoreFeature in 2, by the package's own extractor in 3), so that models of either tune.
+EXTRACTABLE_SCHEMAS = (2, 3)
+
+
+def extractable_schemas() -> tuple[str, ...]:
+    """EXTRACTABLE_SCHEMAS as model files and stores record a schema (text)."""
+    return tuple(str(s) for s in EXTRACTABLE_SCHEMAS)
 
 BUFFERS_PER_STORE = 5
 ARITH_INTENSITY_SAMPLES = 10

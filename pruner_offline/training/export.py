@@ -16,6 +16,7 @@ import torch
 
 from ..atomic import atomic_write
 from ..errors import BadInput, why_not_loaded
+from ..features.schema import extractable_schemas
 from .module import CostModelModule, TrainingDiverged
 
 if TYPE_CHECKING:
@@ -89,16 +90,29 @@ def _check_hparams(path: Union[str, Path], hparams: dict) -> None:
             raise ModelFileError(f"{path}: hparams: {k} is {v}, expected 1..{_MAX_WIDTH}")
 
 
-def check_schema(path: Union[str, Path], schema: object, expect: str) -> None:
-    """Refuse features of schema ``expect`` for the model file ``path``, trained on ``schema``, if they differ."""
-    if schema != expect:
+def check_schema(path: Union[str, Path], schema: object, expect: Union[str, tuple[str, ...]]) -> None:
+    """Refuse features of schema ``expect`` for the model file ``path``, trained on ``schema``, if they
+    differ; ``expect`` a tuple: the schemas this version extracts, of which the model's must be one."""
+    if isinstance(expect, tuple):
+        if schema not in expect:
+            raise ModelFileError(
+                f"{path} was trained on features of schema {schema!r}, and this version extracts schema "
+                f"{' or '.join(expect)}: retrain (pruner-train pretrain) on data featurized by this version")
+    elif schema != expect:
         raise ModelFileError(
             f"{path} was trained on features of schema {schema!r} but these features are {expect!r}: "
-            "featurize the data with the toolkit version that trained the model, or retrain "
-            "(pruner-train pretrain) on data featurized by this version")
+            "featurize the data with the feature schema the model was trained on (pruner-train featurize "
+            "--feature-schema), or retrain (pruner-train pretrain) on data featurized by this version")
 
 
-def load_model(path: Union[str, Path], expect_schema: Optional[str] = None
+def model_schema(module, path: Union[str, Path] = "the model") -> int:
+    """The feature schema a loaded model reads; one this version cannot extract is refused."""
+    schema = str(module.hparams.get("feature_schema", ""))
+    check_schema(path, schema, extractable_schemas())
+    return int(schema)
+
+
+def load_model(path: Union[str, Path], expect_schema: Union[None, str, tuple[str, ...]] = None
                ) -> tuple[Union[CostModelModule, "GBDTModule"], dict]:
     """(module in eval mode, meta). Refuses files of another format or feature schema, and files whose
     contents do not make a working model."""

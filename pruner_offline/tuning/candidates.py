@@ -19,7 +19,7 @@ import numpy as np
 import tvm_ffi
 from tvm import s_tir
 
-from ..features import DATAFLOW_COLUMNS, DATAFLOW_TOKENS, STATEMENT_COLUMNS, DeviceConstants
+from ..features import DATAFLOW_COLUMNS, DATAFLOW_TOKENS, FEATURE_SCHEMA_VERSION, STATEMENT_COLUMNS, DeviceConstants
 from ..features.draft_templates import DraftFeatures, DraftTemplates
 from ..features.extract import ProgramFeatures, featurize_many
 from ..features.gc_pause import gc_paused
@@ -65,10 +65,13 @@ class CandidateFeatures:
     program that cannot be featurized (it is then ranked last, never an error for the search)."""
 
     def __init__(self, target_kind: str, device: str | DeviceConstants | None = None, capacity: int = 50_000,
-                 num_threads: int = 1, search_device: str | DeviceConstants | None = None):
+                 num_threads: int = 1, search_device: str | DeviceConstants | None = None,
+                 schema: int = FEATURE_SCHEMA_VERSION):
         """device: the constants of the draft score in full features (the verifier's input, as it
-        was trained); search_device: those the draft stage ranks the search with (default: device)."""
+        was trained); search_device: those the draft stage ranks the search with (default: device);
+        schema: the feature schema of full features (the verifier's)."""
         self.target_kind = target_kind
+        self.schema = schema
         self.device = device
         self.num_threads = num_threads  # for the native part of full features
         self.times = FeatureTimes()
@@ -108,6 +111,12 @@ class CandidateFeatures:
             self.times.draft_programs += len(new)
         return [self._draft.get(hash(m))[1][1] for m in mods]
 
+    def use_schema(self, schema: int) -> None:
+        """Full features of feature schema ``schema`` from now on (a verifier of another schema loaded)."""
+        if schema != self.schema:
+            self.schema = schema
+            self._full = _LRU(self._full.capacity)
+
     def full(self, schedules: list[s_tir.Schedule]) -> list[Optional[ProgramFeatures]]:
         with gc_paused():
             return self._full_features(schedules)
@@ -135,7 +144,7 @@ class CandidateFeatures:
 
     def _featurize(self, schedules: list[s_tir.Schedule]) -> list[Optional[ProgramFeatures]]:
         # a program that fails is ranked last; the search goes on
-        got = featurize_many(schedules, self.target_kind, self.device, self.num_threads)
+        got = featurize_many(schedules, self.target_kind, self.device, self.num_threads, self.schema)
         return [None if isinstance(f, Exception) else f for f in got]
 
 

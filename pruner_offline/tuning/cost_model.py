@@ -24,7 +24,8 @@ from ..features import FEATURE_SCHEMA_VERSION, DeviceConstants
 from ..features.devices import device_for, device_to_json
 from ..features.extract import ProgramFeatures
 from ..tenset.labels import FAILED_COST
-from ..training.export import export_model, load_model, model_device
+from ..features.schema import extractable_schemas
+from ..training.export import export_model, load_model, model_device, model_schema
 from ..training.module import CostModelModule
 from .calibration import StructureCalibration
 from .candidates import CandidateFeatures, draft_batch, features_batch
@@ -42,7 +43,7 @@ OnlineUpdate = Callable[[Optional[CostModelModule], list[ProgramFeatures], np.nd
 
 
 def load_checkpoint(path: str | Path) -> CostModelModule:
-    module, _ = load_model(path, expect_schema=str(FEATURE_SCHEMA_VERSION))
+    module, _ = load_model(path, expect_schema=extractable_schemas())
     return module
 
 
@@ -143,8 +144,11 @@ class PrunerCostModel(PyCostModel):
                              f"trained with ({self.device.name}); other constants for the search "
                              f"({self.search_device.name}) apply to the analytic draft score only")
         self.num_threads = num_threads
+        # full features as the verifier was trained on them (the draft inputs are the same in every
+        # extractable schema: they leave out the per-store columns)
+        self.feature_schema = model_schema(verifier) if verifier is not None else FEATURE_SCHEMA_VERSION
         self.features = CandidateFeatures(target_kind, self.device, num_threads=num_threads or 1,
-                                          search_device=self.search_device)
+                                          search_device=self.search_device, schema=self.feature_schema)
         self.measured = MeasuredPrograms()
         self._unlearned: list[tuple[list, list[RunnerResult], str]] = []  # measured batches, see learn()
         self.calibration = StructureCalibration() if calibrate and self.draft is None else None
@@ -159,7 +163,7 @@ class PrunerCostModel(PyCostModel):
                         search_device: str | DeviceConstants | None = None) -> "PrunerCostModel":
         """Load model files written by ``pruner-train pretrain``; the draft score uses the device
         constants the models were trained with (``device`` may only confirm them)."""
-        models = {str(p): load_model(p, expect_schema=str(FEATURE_SCHEMA_VERSION)) for p in (checkpoint, draft) if p}
+        models = {str(p): load_model(p, expect_schema=extractable_schemas()) for p in (checkpoint, draft) if p}
         dev = model_device(target_kind, {p: meta for p, (_, meta) in models.items()}, device)
         return cls(target_kind=target_kind, device=dev, verify_fraction=verify_fraction, verify_max=verify_max,
                    on_update=on_update, calibrate=calibrate, num_threads=num_threads, in_task=in_task,
@@ -173,6 +177,8 @@ class PrunerCostModel(PyCostModel):
 
     def load(self, path: str) -> None:
         self.verifier = load_checkpoint(path)
+        self.feature_schema = model_schema(self.verifier, path)
+        self.features.use_schema(self.feature_schema)
 
     def save(self, path: str) -> None:
         self.learn()
