@@ -27,8 +27,7 @@ from .methods import AdaptConfig, Method, make_method
 from .model_file import adapted_meta
 from .online import OnlineProgram, OnlineRecords
 
-# 2: guarded keeps a running fine-tune and its candidate choice; 3: and the task of every judged record
-STATE_FORMAT = "pruner-offline-adapt-state/3"
+STATE_FORMAT = "pruner-offline-adapt-state/2"  # 2: guarded keeps a running fine-tune and its candidate choice
 
 
 class TargetMismatch(BadInput):
