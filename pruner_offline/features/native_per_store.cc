@@ -107,30 +107,7 @@ class PerStore {
   PerStore(TirFields& f, int64_t comm_reduce, const Object* fma, const Object* if_then_else, bool is_gpu)
       : f_(f), comm_reduce_(comm_reduce), fma_(fma), if_then_else_(if_then_else), is_gpu_(is_gpu) {}
 
-  void Visit(const Object* stmt) {
-    if (stmt == nullptr) return;
-    if (IsInstance(stmt, f_.seq_stmt)) {
-      Any seq = Get(stmt, f_.seq);
-      const ArrayObj* items = seq.as<ArrayObj>();
-      TVM_FFI_ICHECK(items != nullptr) << "a statement list without its statements";
-      for (const Any& item : *items) Visit(RequiredItem(item));
-    } else if (IsInstance(stmt, f_.for_)) {
-      VisitFor(stmt);
-    } else if (IsInstance(stmt, f_.block_realize)) {
-      VisitBlock(stmt);
-    } else if (IsInstance(stmt, f_.block)) {
-      Visit(Required(stmt, f_.block_body));
-    } else if (IsInstance(stmt, f_.buffer_store)) {
-      VisitStore(stmt);
-    } else if (IsInstance(stmt, f_.if_then_else)) {
-      Visit(Required(stmt, f_.then_case));
-      Visit(Node(stmt, f_.else_case));
-    } else if (IsInstance(stmt, f_.bind)) {
-      bound_[Required(stmt, f_.bind_var)] = Compile(Get(stmt, f_.bind_value));
-    } else if (const TVMFFIFieldInfo* body = f_.body.Of(stmt->type_index())) {
-      Visit(Required(stmt, body));
-    }
-  }
+  void Visit(const Object* stmt) { VisitStmt(f_, stmt, this); }
 
   // The rows, in the order of each written buffer's first non-constant store, with the allocation
   // columns, which need every access of the program, filled in.
@@ -144,11 +121,16 @@ class PerStore {
   size_t rows() const { return rows_.size(); }
 
  private:
+  template <typename Walker>
+  friend void VisitStmt(TirFields& f, const Object* stmt, Walker* walker);
+
   struct Written {  // what the allocation columns of a row need of its statement
     int64_t buffer;
     std::vector<int64_t> loops;
     double outer_prod;
   };
+
+  void VisitBind(const Object* stmt) { bound_[Required(stmt, f_.bind_var)] = Compile(Get(stmt, f_.bind_value)); }
 
   void VisitFor(const Object* stmt) {
     const Object* var = Required(stmt, f_.loop_var);
@@ -197,23 +179,18 @@ class PerStore {
 
   void VisitBlock(const Object* realize) {
     const Object* block = Required(realize, f_.realize_block);
-    Any iter_vars = Get(block, f_.iter_vars), values = Get(realize, f_.iter_values);
-    const ArrayObj* ivs = iter_vars.as<ArrayObj>();
-    const ArrayObj* bound = values.as<ArrayObj>();
-    TVM_FFI_ICHECK(ivs != nullptr && bound != nullptr) << "a block without its iterators";
-    for (size_t i = 0; i < std::min(ivs->size(), bound->size()); ++i) {
-      const Object* iv = RequiredItem((*ivs)[i]);
-      Linear value = Compile((*bound)[i]);
+    ForEachBinding(f_, realize, [&](const Object* iv, const Any& binding) {
+      Linear value = Compile(binding);
       int role = Get(iv, f_.iter_type).cast<int64_t>() == comm_reduce_ ? 2 : 1;
       std::vector<int64_t> used;
       LoopsOf(value, &used);
       for (int64_t loop : used) loops_[loop].role |= role;
       std::array<double, 16> ops{};
-      WalkObjects((*bound)[i], [&](const Object* node) { CountOps(node, ops.data()); });
+      WalkObjects(binding, [&](const Object* node) { CountOps(node, ops.data()); });
       const Object* var = Required(iv, f_.iv_var);
       binding_ops_[var] = ops;
       bound_[var] = std::move(value);
-    }
+    });
     Any allocs = Get(block, f_.alloc_buffers);
     if (const ArrayObj* list = allocs.as<ArrayObj>()) {
       for (const Any& buffer : *list) buffers_[BufferIndex(buffer)].allocated = true;
@@ -380,16 +357,12 @@ class PerStore {
     const Object* buffer = RequiredItem(handle);
     auto found = buffer_index_.find(buffer);
     if (found != buffer_index_.end()) return found->second;
-    const Object* type = Required(buffer, f_.expr_ty);
-    DLDataType dtype = Get(Required(type, f_.buffer_dtype), f_.prim_dtype).cast<DLDataType>();
+    BufferDecl decl = ReadBuffer(f_, buffer);
     BufferInfo info;
     String name = Get(buffer, f_.var_name).cast<String>();
     info.name.assign(name.data(), name.size());
-    info.bytes = std::max<int64_t>(1, dtype.bits * dtype.lanes / 8);
-    Any shape = Get(type, f_.buffer_shape);
-    if (const ArrayObj* dims = shape.as<ArrayObj>()) {
-      for (const Any& dim : *dims) info.shape.push_back(IntOr(dim.as<Object>(), 0));
-    }
+    info.bytes = std::max<int64_t>(1, decl.dtype.bits * decl.dtype.lanes / 8);
+    info.shape = std::move(decl.shape);
     int64_t index = static_cast<int64_t>(buffers_.size());
     buffers_.push_back(std::move(info));
     buffer_index_.emplace(buffer, index);

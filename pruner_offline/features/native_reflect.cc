@@ -238,4 +238,63 @@ TirFields& Fields() {
   return fields;
 }
 
+// A buffer's declared element type and shape (a dimension that is no constant reads 0).
+struct BufferDecl {
+  DLDataType dtype;
+  std::vector<int64_t> shape;
+};
+
+BufferDecl ReadBuffer(TirFields& f, const Object* buffer) {
+  const Object* type = Required(buffer, f.expr_ty);
+  BufferDecl out{Get(Required(type, f.buffer_dtype), f.prim_dtype).cast<DLDataType>(), {}};
+  Any shape = Get(type, f.buffer_shape);
+  if (const ArrayObj* dims = shape.as<ArrayObj>()) {
+    for (const Any& dim : *dims) {
+      const Object* node = dim.as<Object>();
+      out.shape.push_back(node != nullptr && IsInstance(node, f.int_imm) ? Get(node, f.int_value).cast<int64_t>() : 0);
+    }
+  }
+  return out;
+}
+
+// A block realize's iterators and the values bound to them, pairwise: (iterator node, value).
+template <typename Fn>
+void ForEachBinding(TirFields& f, const Object* realize, Fn fn) {
+  const Object* block = Required(realize, f.realize_block);
+  Any iter_vars = Get(block, f.iter_vars), values = Get(realize, f.iter_values);
+  const ArrayObj* ivs = iter_vars.as<ArrayObj>();
+  const ArrayObj* bound = values.as<ArrayObj>();
+  TVM_FFI_ICHECK(ivs != nullptr && bound != nullptr) << "a block without its iterators";
+  for (size_t i = 0; i < std::min(ivs->size(), bound->size()); ++i) fn(RequiredItem((*ivs)[i]), (*bound)[i]);
+}
+
+// The statement walk both readers of whole programs share (native_walk.cc, native_per_store.cc):
+// down statement lists, blocks, ifs and every statement with a body, calling the walker's
+// VisitFor, VisitBlock (a block realize), VisitStore and VisitBind where it meets those.
+template <typename Walker>
+void VisitStmt(TirFields& f, const Object* stmt, Walker* walker) {
+  if (stmt == nullptr) return;
+  if (IsInstance(stmt, f.seq_stmt)) {
+    Any seq = Get(stmt, f.seq);
+    const ArrayObj* items = seq.as<ArrayObj>();
+    TVM_FFI_ICHECK(items != nullptr) << "a statement list without its statements";
+    for (const Any& item : *items) VisitStmt(f, RequiredItem(item), walker);
+  } else if (IsInstance(stmt, f.for_)) {
+    walker->VisitFor(stmt);
+  } else if (IsInstance(stmt, f.block_realize)) {
+    walker->VisitBlock(stmt);
+  } else if (IsInstance(stmt, f.block)) {
+    VisitStmt(f, Required(stmt, f.block_body), walker);
+  } else if (IsInstance(stmt, f.buffer_store)) {
+    walker->VisitStore(stmt);
+  } else if (IsInstance(stmt, f.if_then_else)) {
+    VisitStmt(f, Required(stmt, f.then_case), walker);
+    VisitStmt(f, Node(stmt, f.else_case), walker);
+  } else if (IsInstance(stmt, f.bind)) {
+    walker->VisitBind(stmt);
+  } else if (const TVMFFIFieldInfo* body = f.body.Of(stmt->type_index())) {
+    VisitStmt(f, Required(stmt, body), walker);
+  }
+}
+
 }  // namespace

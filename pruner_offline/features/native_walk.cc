@@ -57,41 +57,7 @@ class Walker {
     blocks_.push_back({Text(String("")), false});
   }
 
-  void Visit(const Object* stmt) {
-    if (stmt == nullptr) return;
-    if (IsInstance(stmt, f_.seq_stmt)) {
-      Any seq = Get(stmt, f_.seq);
-      const ArrayObj* items = seq.as<ArrayObj>();
-      TVM_FFI_ICHECK(items != nullptr) << "a statement list without its statements";
-      for (const Any& item : *items) Visit(RequiredItem(item));
-    } else if (IsInstance(stmt, f_.for_)) {
-      const Object* var = Required(stmt, f_.loop_var);
-      int64_t key = Identity(var);
-      var_loops_[var] = Keys{key};
-      const Object* binding = Node(stmt, f_.thread_binding);
-      int64_t tag = binding == nullptr ? -1 : Text(Get(binding, f_.thread_tag).cast<String>());
-      const Object* extent = Node(stmt, f_.extent);
-      int64_t length =
-          extent != nullptr && IsInstance(extent, f_.int_imm) ? Get(extent, f_.int_value).cast<int64_t>() : 1;
-      stack_.push_back(static_cast<int64_t>(loops_.size() / 4));
-      loops_.insert(loops_.end(), {key, length, Get(stmt, f_.kind).cast<int64_t>(), tag});
-      Visit(Required(stmt, f_.for_body));
-      stack_.pop_back();
-    } else if (IsInstance(stmt, f_.block_realize)) {
-      VisitBlock(stmt);
-    } else if (IsInstance(stmt, f_.block)) {
-      Visit(Required(stmt, f_.block_body));
-    } else if (IsInstance(stmt, f_.buffer_store)) {
-      VisitStore(stmt);
-    } else if (IsInstance(stmt, f_.if_then_else)) {
-      Visit(Required(stmt, f_.then_case));
-      Visit(Node(stmt, f_.else_case));
-    } else if (IsInstance(stmt, f_.bind)) {
-      var_loops_[Required(stmt, f_.bind_var)] = KeysOf(Get(stmt, f_.bind_value));
-    } else if (const TVMFFIFieldInfo* body = f_.body.Of(stmt->type_index())) {
-      Visit(Required(stmt, body));
-    }
-  }
+  void Visit(const Object* stmt) { VisitStmt(f_, stmt, this); }
 
   // [loops: key, extent, kind, thread tag; buffers: name, scope, element bytes, elements;
   //  statements: constant store?, block name, reduction?, float ops, other float ops, guard ops,
@@ -110,6 +76,26 @@ class Walker {
   const std::vector<String>& strings() const { return strings_; }
 
  private:
+  template <typename Walker>
+  friend void VisitStmt(TirFields& f, const Object* stmt, Walker* walker);
+
+  void VisitFor(const Object* stmt) {
+    const Object* var = Required(stmt, f_.loop_var);
+    int64_t key = Identity(var);
+    var_loops_[var] = Keys{key};
+    const Object* binding = Node(stmt, f_.thread_binding);
+    int64_t tag = binding == nullptr ? -1 : Text(Get(binding, f_.thread_tag).cast<String>());
+    const Object* extent = Node(stmt, f_.extent);
+    int64_t length =
+        extent != nullptr && IsInstance(extent, f_.int_imm) ? Get(extent, f_.int_value).cast<int64_t>() : 1;
+    stack_.push_back(static_cast<int64_t>(loops_.size() / 4));
+    loops_.insert(loops_.end(), {key, length, Get(stmt, f_.kind).cast<int64_t>(), tag});
+    Visit(Required(stmt, f_.for_body));
+    stack_.pop_back();
+  }
+
+  void VisitBind(const Object* stmt) { var_loops_[Required(stmt, f_.bind_var)] = KeysOf(Get(stmt, f_.bind_value)); }
+
   static void Encode(const Access& a, std::vector<int64_t>* out) {
     out->push_back(a.buffer);
     out->push_back(static_cast<int64_t>(a.keys.size()));
@@ -155,16 +141,11 @@ class Walker {
 
   void VisitBlock(const Object* realize) {
     const Object* block = Required(realize, f_.realize_block);
-    Any iter_vars = Get(block, f_.iter_vars), values = Get(realize, f_.iter_values);
-    const ArrayObj* ivs = iter_vars.as<ArrayObj>();
-    const ArrayObj* bound = values.as<ArrayObj>();
-    TVM_FFI_ICHECK(ivs != nullptr && bound != nullptr) << "a block without its iterators";
     bool has_reduce = false;
-    for (size_t i = 0; i < std::min(ivs->size(), bound->size()); ++i) {
-      const Object* iv = RequiredItem((*ivs)[i]);
-      var_loops_[Required(iv, f_.iv_var)] = KeysOf((*bound)[i]);
+    ForEachBinding(f_, realize, [&](const Object* iv, const Any& value) {
+      var_loops_[Required(iv, f_.iv_var)] = KeysOf(value);
       has_reduce |= Get(iv, f_.iter_type).cast<int64_t>() == comm_reduce_;
-    }
+    });
     String name = Get(block, f_.name_hint).cast<String>();
     blocks_.push_back({name.size() ? Text(name) : blocks_.back().first, has_reduce});
     Visit(Node(block, f_.init));
@@ -249,16 +230,10 @@ class Walker {
     const Object* buffer = RequiredItem(handle);
     auto found = buffer_index_.find(buffer);
     if (found != buffer_index_.end()) return found->second;
-    const Object* type = Required(buffer, f_.expr_ty);
-    DLDataType dtype = Get(Required(type, f_.buffer_dtype), f_.prim_dtype).cast<DLDataType>();
+    BufferDecl decl = ReadBuffer(f_, buffer);
+    DLDataType dtype = decl.dtype;
     int64_t elements = 1;
-    Any shape = Get(type, f_.buffer_shape);
-    if (const ArrayObj* dims = shape.as<ArrayObj>()) {
-      for (const Any& dim : *dims) {
-        const Object* node = dim.as<Object>();
-        elements *= node != nullptr && IsInstance(node, f_.int_imm) ? Get(node, f_.int_value).cast<int64_t>() : 1;
-      }
-    }
+    for (int64_t dim : decl.shape) elements *= dim > 0 ? dim : 1;
     String scope = f_.storage_scope(handle).cast<String>();
     int64_t index = static_cast<int64_t>(buffer_index_.size());
     buffers_.insert(buffers_.end(), {Text(Get(buffer, f_.var_name).cast<String>()), Text(scope),
