@@ -118,15 +118,12 @@ class PerStore {
     }
   }
 
-  size_t rows() const { return rows_.size(); }
-
  private:
   template <typename Walker>
   friend void VisitStmt(TirFields& f, const Object* stmt, Walker* walker);
 
   struct Written {  // what the allocation columns of a row need of its statement
     int64_t buffer;
-    std::vector<int64_t> loops;
     double outer_prod;
   };
 
@@ -485,10 +482,10 @@ class PerStore {
     auto [at, fresh] = row_of_.emplace(written, rows_.size());
     if (fresh) {
       rows_.push_back(std::move(row));
-      written_.push_back({written, stack_, prod});
+      written_.push_back({written, prod});
     } else {  // the buffer keeps the place of its first store and is described by its last
       rows_[at->second] = std::move(row);
-      written_[at->second] = {written, stack_, prod};
+      written_[at->second] = {written, prod};
     }
     for (const BufferAccess& a : accesses) {
       if (buffers_[a.buffer].allocated) allocated_accesses_[a.buffer].push_back(a);

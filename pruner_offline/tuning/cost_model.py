@@ -146,9 +146,9 @@ class PrunerCostModel(PyCostModel):
         self.num_threads = num_threads
         # full features as the verifier was trained on them (the draft inputs are the same in every
         # extractable schema: they leave out the per-store columns)
-        self.feature_schema = model_schema(verifier) if verifier is not None else FEATURE_SCHEMA_VERSION
+        schema = model_schema(verifier) if verifier is not None else FEATURE_SCHEMA_VERSION
         self.features = CandidateFeatures(target_kind, self.device, num_threads=num_threads or 1,
-                                          search_device=self.search_device, schema=self.feature_schema)
+                                          search_device=self.search_device, schema=schema)
         self.measured = MeasuredPrograms()
         self._unlearned: list[tuple[list, list[RunnerResult], str]] = []  # measured batches, see learn()
         self.calibration = StructureCalibration() if calibrate and self.draft is None else None
@@ -177,8 +177,7 @@ class PrunerCostModel(PyCostModel):
 
     def load(self, path: str) -> None:
         self.verifier = load_checkpoint(path)
-        self.feature_schema = model_schema(self.verifier, path)
-        self.features.use_schema(self.feature_schema)
+        self.features.use_schema(model_schema(self.verifier, path))
 
     def save(self, path: str) -> None:
         self.learn()
