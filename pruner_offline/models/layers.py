@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import torch
+import torch.distributed as dist
+import torch.distributed.nn.functional as dist_nn
 from torch import nn
 
 
@@ -65,12 +67,34 @@ class DraftPrior(nn.Module):
         return correction_scale * out + self.weight * draft_score
 
 
+class BatchNormAcrossRanks(nn.BatchNorm1d):
+    """BatchNorm1d whose training statistics are those of the global batch when DDP splits it over
+    ranks, on any device (torch's SyncBatchNorm refuses CPU tensors). The rank losses already see
+    the global batch (training/across_ranks.py); with statistics of each rank's part, a record's
+    score would still depend on which rank held it. Same parameters and buffers as BatchNorm1d, so
+    model files do not change; in one process or in eval mode it is BatchNorm1d."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not (self.training and dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1):
+            return super().forward(x)
+        # summed over ranks with gradient: every record's normalisation depends on all of them
+        n = dist_nn.all_reduce(x.new_tensor([float(len(x))]))
+        mean = dist_nn.all_reduce(x.sum(0)) / n
+        var = dist_nn.all_reduce(((x - mean) ** 2).sum(0)) / n
+        with torch.no_grad():
+            m = self.momentum if self.momentum is not None else 1.0 / (float(self.num_batches_tracked) + 1)
+            self.running_mean.mul_(1 - m).add_(m * mean)
+            self.running_var.mul_(1 - m).add_(m * var * n / (n - 1))
+            self.num_batches_tracked.add_(1)
+        return (x - mean) / torch.sqrt(var + self.eps) * self.weight + self.bias
+
+
 class RankHead(nn.Module):
     """Linear→ReLU→BatchNorm→residual blocks→score (PaCM's published head)."""
 
     def __init__(self, in_dim: int, hidden: int, blocks: int = 2):
         super().__init__()
-        self.net = nn.Sequential(nn.Linear(in_dim, hidden), nn.ReLU(), nn.BatchNorm1d(hidden),
+        self.net = nn.Sequential(nn.Linear(in_dim, hidden), nn.ReLU(), BatchNormAcrossRanks(hidden),
                                  *[Residual(hidden) for _ in range(blocks)], nn.Linear(hidden, 1))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

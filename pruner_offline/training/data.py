@@ -17,6 +17,7 @@ from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 from ..models.batch import Batch, make_batch
 from ..store.reader import FeatureStore, RowReader, StoreData, StoreTables, chunks_of, statement_index, take
 from ..tenset.splits import SplitError, parse_split
+from .heap import return_large_blocks
 from .normalize import Scales, fit_scales_streaming
 from .split_rows import split_rows
 
@@ -170,6 +171,9 @@ class StoreDataModule(L.LightningDataModule):
         if self.in_memory:
             self.data = store.load(self.with_steps)
         else:
+            # the out-of-core path promises memory flat in the store's size: the reads are, glibc's
+            # heap under a long run's batches is not (heap.py)
+            return_large_blocks()
             self.reader = RowReader(store, self.tables, self.with_steps, self.chunk_rows)
         if not len(self.train_rows):
             return

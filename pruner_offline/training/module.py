@@ -14,6 +14,7 @@ from ..models.losses import LOSSES
 from ..models.metrics import ranking_report
 from ..models.registry import build_model
 from ..tenset.step_vectors import STEP_DIM
+from .across_ranks import whole_batch
 from .normalize import Scales, log_scale
 
 
@@ -105,10 +106,11 @@ class CostModelModule(L.LightningModule):
                 f"batch {batch_idx} (learning rate {self.hparams.lr}); no model written: lower the learning rate")
 
     def training_step(self, b: Batch, batch_idx: int) -> torch.Tensor:
-        loss = self.loss_fn(self.fitted(b), b.y, b.task)
+        pred, y, task, factor = whole_batch(self.fitted(b), b.y, b.task)
+        loss = self.loss_fn(pred, y, task)
         self._check_finite(loss, "loss", batch_idx)
-        self.log("train_loss", loss, prog_bar=True, batch_size=b.size)
-        return loss
+        self.log("train_loss", loss, prog_bar=True, batch_size=len(y))
+        return loss * factor
 
     def validation_step(self, b: Batch, batch_idx: int) -> None:
         pred = self.fitted(b)  # the checkpoint is chosen on what the loss trains
