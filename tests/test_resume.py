@@ -72,7 +72,9 @@ def test_a_run_cut_short_while_writing_is_continued_to_its_budget(first_run, tmp
 
     again = _tune(work_dir, 6)  # the budget is spent: nothing measured, the database's best reported
     assert again["resumed_trials"] == 6 and again["trials"] == 6 and again["trials_per_batch"] == []
-    assert again["best_latency_s"] == pytest.approx(min(kept + new)) and again["search_seconds"] == 0
+    # nothing searched is told by the empty batches and the unchanged database below, not by a clock
+    # (search_seconds, rounded to ms, read 0.001 once on a busy machine)
+    assert again["best_latency_s"] == pytest.approx(min(kept + new))
     assert len(_means(work_dir)) == 6
 
 
