@@ -12,7 +12,7 @@ import pytest
 
 from pruner_offline.cli import main
 from pruner_offline.features import get_device
-from pruner_offline.features.devices import device_to_json
+from pruner_offline.features.devices import device_from_json, device_to_json
 from pruner_offline.training.export import ModelFileError, check_same_devices, load_model, model_device
 
 from conftest import REPO
@@ -24,7 +24,9 @@ def test_bundled_checkpoints_say_how_their_features_were_made():
     for name, kind, device in (("pacm", "llvm", "epyc-7452"), ("draft", "llvm", "epyc-7452"),
                                ("mlp", "llvm", "epyc-7452"), ("pacm_h200", "cuda", "h200")):
         _, meta = load_model(CHECKPOINTS / f"{name}.pt")
-        assert meta["devices"] == {kind: device_to_json(get_device(device))}, name
+        # as read back: files made before a constant existed hold its default (the H200 files, no
+        # vector_registers), which is what they were made with
+        assert {k: device_from_json(d) for k, d in meta["devices"].items()} == {kind: get_device(device)}, name
         assert len(meta["data_fingerprint"]) == 16 and meta["split"] == "within_task"
 
 
@@ -48,6 +50,19 @@ def test_a_store_of_other_constants_is_refused_with_a_clear_message():
                                               "llvm": device_to_json(get_device("i7"))})
     with pytest.raises(ModelFileError, match=r"s.h5 was featurized with the cuda constants of 'a100'.*--gpu h200"):
         check_same_devices("m.pt", mine, "s.h5", {"cuda": device_to_json(get_device("a100"))})
+
+
+def test_constants_recorded_before_the_register_count_are_the_same_constants():
+    """A model file made before `vector_registers` existed records none: that is 0 (no register term),
+    the same as a store that says 0, and not the 16 that epyc-7452 names now."""
+    today = device_to_json(get_device("epyc-7452"))
+    before = {k: v for k, v in today.items() if k != "vector_registers"}
+    old_model = {"devices": {"llvm": before}}
+    check_same_devices("old.pt", old_model, "s.h5", {"llvm": {**before, "vector_registers": 0}})
+    with pytest.raises(ModelFileError, match=r"'epyc-7452' \(vector_registers 16 in the data, 0 in the model\)"):
+        check_same_devices("old.pt", old_model, "s.h5", {"llvm": today})
+    with pytest.raises(ModelFileError, match=r"vector_registers 16 here, 0 in the model"):
+        model_device("llvm", {"old.pt": old_model}, "epyc-7452")
 
 
 @pytest.fixture(scope="module")

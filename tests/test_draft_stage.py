@@ -44,9 +44,8 @@ def space():
 def _batched_scores(programs: list[PsaSymbols], dev) -> np.ndarray:
     """row_scores (the draft stage's one pass) over the statements of ``programs`` joined."""
     joined = PsaSymbols(np.concatenate([p.values for p in programs] or [np.zeros((0, 11))]),
-                        np.concatenate([p.elem_bytes for p in programs] or [np.zeros(0)]),
-                        np.concatenate([p.vector_extent for p in programs] or [np.zeros(0)]),
-                        np.concatenate([p.guard_work for p in programs] or [np.zeros(0)]))
+                        *(np.concatenate([getattr(p, f) for p in programs] or [np.zeros(0)])
+                          for f in ("elem_bytes", "vector_extent", "guard_work", "accumulators", "accumulator_vector")))
     owner = np.repeat(np.arange(len(programs)), [len(p.values) for p in programs])
     return row_scores(joined, owner, len(programs), dev)
 

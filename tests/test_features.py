@@ -18,7 +18,9 @@ from tvm import s_tir, te, topi
 from pruner_offline.features import (DATAFLOW_COLUMNS, DATAFLOW_TOKENS, EXTRACTABLE_SCHEMAS, FEATURE_SCHEMA_VERSION,
                                      OP_TAGS, STATEMENT_COLUMNS, SYMBOL_COLUMNS, DeviceConstants, get_device)
 from pruner_offline.features.extract import featurize_prim_func
-from pruner_offline.features.devices import DEVICES
+from pruner_offline.features.devices import DEVICES, device_from_json, device_to_json
+from pruner_offline.features.symbols import psa_symbols
+from pruner_offline.features.tir_walk import walk
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -184,6 +186,59 @@ def test_analytic_score_prefers_faster_by_construction_schedules():
     fast = featurize_prim_func(gemm_cpu(True), "llvm").draft_score
     slow = featurize_prim_func(gemm_cpu(False), "llvm").draft_score
     assert fast > 10 * slow
+
+
+def gemm_cpu_tiled(order: str, tile_i: int = 8, tile_j: int = 32, k_inner: int = 4):
+    """A parallel GEMM whose chunk loops are i1 (tile_i rows), j1 (tile_j columns, vectorized) and
+    the reduction k0, k1 (k_inner), nested in ``order`` (their names joined by spaces)."""
+    sch = s_tir.Schedule(_matmul())
+    blk = sch.get_sblock("matmul")
+    i, j, k = sch.get_loops(blk)
+    i0, i1 = sch.split(i, [None, tile_i])
+    j0, j1 = sch.split(j, [None, tile_j])
+    k0, k1 = sch.split(k, [None, k_inner])
+    loops = {"i1": i1, "j1": j1, "k0": k0, "k1": k1}
+    sch.reorder(i0, j0, *(loops[name] for name in order.split()))
+    sch.parallel(sch.fuse(i0, j0))
+    sch.vectorize(j1)
+    return sch.mod["main"]
+
+
+def _update_row(func) -> tuple[float, float]:
+    """(accumulators, accumulator_vector) of the GEMM's update statement."""
+    rows = walk(func).rows
+    sym = psa_symbols(rows, False)
+    r = next(n for n, row in enumerate(rows) if row.reads_itself)
+    return sym.accumulators[r], sym.accumulator_vector[r]
+
+
+def test_the_register_tile_is_what_the_innermost_reduction_loop_updates():
+    # i1 x j1 updated at every k1 iteration: 8 x 32 accumulators, 32 of them along the vector
+    assert _update_row(gemm_cpu_tiled("k0 k1 i1 j1")) == (256, 32)
+    assert _update_row(gemm_cpu_tiled("k0 i1 k1 j1")) == (32, 32)  # only j1 lies inside k1
+    # an innermost reduction loop of extent 1 repeats nothing: k0 is the one the tile lives in
+    assert _update_row(gemm_cpu_tiled("k0 i1 j1 k1", k_inner=1)) == (256, 32)
+    assert _update_row(gemm_cpu_tiled("k0 i1 j1 k1")) == (1, 1)  # j1 vectorized outside k1: one element
+    add = walk(conv2d_cpu()).rows  # a statement that does not accumulate has no tile
+    assert psa_symbols(tuple(r for r in add if not r.reads_itself), False).accumulators.tolist() == \
+        [0.0] * sum(not r.reads_itself for r in add)
+
+
+def test_a_register_tile_beyond_the_simd_registers_is_charged():
+    dev = get_device("epyc-2vcpu")  # AVX2: 16 registers of 8 float32
+    no_term = replace(dev, vector_registers=0)
+
+    def score(func, d):
+        return featurize_prim_func(func, "llvm", device=d).draft_score
+
+    fits, spills = gemm_cpu_tiled("k0 k1 i1 j1", tile_i=4, tile_j=16), gemm_cpu_tiled("k0 k1 i1 j1", tile_i=16)
+    assert score(fits, dev) == score(fits, no_term)  # 4 x 2 registers
+    # 16 x 4 = 64 registers, 3/4 spilled: compute time x (1 + 2 * 3/4), which is what bounds it here
+    assert score(spills, no_term) / score(spills, dev) == pytest.approx(2.5, rel=0.02)
+    assert score(fits, dev) > score(spills, dev)
+    assert score(fits, no_term) < score(spills, no_term)  # what the term corrects: bigger tiles scored faster
+    # constants recorded before the term existed keep the score they were made with
+    assert device_from_json({k: v for k, v in device_to_json(dev).items() if k != "vector_registers"}) == no_term
 
 
 def test_device_constants_by_name_or_explicit():

@@ -29,6 +29,9 @@ class DeviceConstants:
     warp_size: int = 32
     warp_schedulers: int = 4  # per SM
     parallel_launch_s: float = 5e-6  # CPU: waking the thread pool for one parallel loop
+    # CPU SIMD registers (16 with AVX2, 32 with AVX-512 or NEON), for the register-spill term of the
+    # draft score; 0 leaves the term out, as constants recorded before it existed do
+    vector_registers: int = 0
 
 
 DEVICES: dict[str, DeviceConstants] = {
@@ -44,13 +47,13 @@ DEVICES: dict[str, DeviceConstants] = {
         DeviceConstants("orin", True, 2660, 204, 16),
         # TenSet CPUs. 8272CL: 2 AVX-512 FMA units at ~2.6 GHz; 7452: AVX2, 2 FMA, ~2.35 GHz;
         # graviton2: 2x128-bit NEON FMA, 2.5 GHz; i7 (8th gen desktop): AVX2, 6 cores, 3.7 GHz.
-        DeviceConstants("platinum-8272", False, 16 * 2.6 * 2 * 2 * 16, 140, 16, 64, 1_375_000),
-        DeviceConstants("epyc-7452", False, 32 * 2.35 * 2 * 2 * 8, 190, 32, 32, 4_000_000),
-        DeviceConstants("graviton2", False, 64 * 2.5 * 2 * 2 * 4, 200, 64, 16, 1_000_000),
-        DeviceConstants("i7", False, 6 * 3.7 * 2 * 2 * 8, 40, 6, 32, 2_000_000),
+        DeviceConstants("platinum-8272", False, 16 * 2.6 * 2 * 2 * 16, 140, 16, 64, 1_375_000, vector_registers=32),
+        DeviceConstants("epyc-7452", False, 32 * 2.35 * 2 * 2 * 8, 190, 32, 32, 4_000_000, vector_registers=16),
+        DeviceConstants("graviton2", False, 64 * 2.5 * 2 * 2 * 4, 200, 64, 16, 1_000_000, vector_registers=32),
+        DeviceConstants("i7", False, 6 * 3.7 * 2 * 2 * 8, 40, 6, 32, 2_000_000, vector_registers=16),
         # A 2-vCPU cloud slice of an EPYC (the machine this toolkit's CPU benchmarks run on): two
         # cores' share of the 7452's peak and of its memory bandwidth.
-        DeviceConstants("epyc-2vcpu", False, 2 * 2.35 * 2 * 2 * 8, 20, 2, 32, 4_000_000),
+        DeviceConstants("epyc-2vcpu", False, 2 * 2.35 * 2 * 2 * 8, 20, 2, 32, 4_000_000, vector_registers=16),
     )
 }
 # The one home of the defaults: the GPU of the bundled H200 data, the CPU the bundled llvm checkpoints
@@ -117,6 +120,15 @@ def device_from_json(d: object) -> DeviceConstants:
             sign = "positive" if k in _POSITIVE else "non-negative"
             raise ValueError(f"device constants: {k} is {v!r}, expected a {sign} number")
     return DeviceConstants(**d)
+
+
+def differences(a: DeviceConstants, b: DeviceConstants, here: str, there: str) -> str:
+    """Where two sets of constants of one name differ, for messages ("" when the names differ:
+    the names say it)."""
+    if a.name != b.name:
+        return ""
+    return " (" + ", ".join(f"{k} {v} {here}, {getattr(b, k)} {there}" for k, v in asdict(a).items()
+                            if v != getattr(b, k)) + ")"
 
 
 def describe_devices(devices: dict[str, dict]) -> str:

@@ -47,6 +47,11 @@ class PsaSymbols:
     # or in its own stage) over the statement's inner loops: work the CPU score charges, not one of
     # the 11 symbols
     guard_work: np.ndarray
+    # [n] the register tile of a reduction's update: elements of the written buffer indexed by the
+    # inner loops inside its innermost inner reduction loop longer than 1, each updated once per
+    # iteration of that loop; 0 for a statement that does not accumulate over such a loop
+    accumulators: np.ndarray
+    accumulator_vector: np.ndarray  # [n] extent of the vectorized loop among those loops, 1 if none
 
     def column(self, name: str) -> np.ndarray:
         return self.values[:, SYMBOL_COLUMNS.index(name)]
@@ -60,7 +65,8 @@ class SymbolTerms:
     products[r, k, l]: loop l enters product k (_INNER.._VECTOR) of row r; per_buffer[r, 0, b, l]:
     l is a saxis loop indexing buffer b, per_buffer[r, 1, b, l]: an inner loop indexing b;
     launch[r, 0 or 1, axis, l]: l is bound to blockIdx / threadIdx on that axis (the launch extent
-    of an axis is its largest such loop: nested loops on one axis share it)."""
+    of an axis is its largest such loop: nested loops on one axis share it); deeper[r, l, m]: l and m
+    are inner loops of row r, m inside l."""
 
     products: np.ndarray  # [rows, 5, L] bool
     per_buffer: np.ndarray  # [rows, 2, B, L] bool
@@ -71,6 +77,8 @@ class SymbolTerms:
     copy: np.ndarray  # [rows] bool
     into_shared: np.ndarray  # [rows] bool
     elem_bytes: np.ndarray  # [rows]
+    deeper: np.ndarray  # [rows, L, L] bool
+    accumulates: np.ndarray  # [rows] bool: the statement reads the buffer it writes (a reduction's update)
 
 
 def symbol_terms(stmts: tuple[Statement, ...], column: dict[int, int]) -> SymbolTerms:
@@ -82,11 +90,16 @@ def symbol_terms(stmts: tuple[Statement, ...], column: dict[int, int]) -> Symbol
     n, L, B, A = len(stmts), n_loops, n_buffers, len(_AXES)
     products, per_buffer = bytearray(n * 5 * L), bytearray(n * 2 * B * L)
     launch, touched = bytearray(n * 2 * A * L), bytearray(n * B)
+    deeper = bytearray(n * L * L)
     for r, stmt in enumerate(stmts):
         accessed = list(({stmt.write.name: stmt.write} | {a.name: a for a in stmt.reads}).values())
         touched[r * B:r * B + len(accessed)] = b"\x01" * len(accessed)
         row = r * 5 * L
         vectorized = [l for l in stmt.loops if l.kind == VECTORIZED]
+        inner = [column[l.key] for l in stmt.loops if l.kind in _INNER_KINDS]
+        for a, outer in enumerate(inner):
+            for c in inner[a + 1:]:
+                deeper[(r * L + outer) * L + c] = 1
         if vectorized:
             products[row + _VECTOR * L + column[vectorized[-1].key]] = 1
         for loop in stmt.loops:
@@ -117,7 +130,8 @@ def symbol_terms(stmts: tuple[Statement, ...], column: dict[int, int]) -> Symbol
                        np.array([s.guard_ops for s in stmts], dtype=np.float64),
                        np.array([s.is_copy for s in stmts], dtype=bool),
                        np.array([s.write.scope.startswith("shared") for s in stmts], dtype=bool),
-                       np.array([s.write.elem_bytes for s in stmts], dtype=np.float64))
+                       np.array([s.write.elem_bytes for s in stmts], dtype=np.float64),
+                       as_bool(deeper, n, L, L), np.array([s.reads_itself for s in stmts], dtype=bool))
 
 
 def unindexed_columns(terms: SymbolTerms) -> int:
@@ -189,7 +203,23 @@ def evaluate_terms(terms: SymbolTerms, extents: np.ndarray, is_gpu: bool) -> Psa
     dram = np.where(terms.copy, np.where(terms.into_shared, shared_footprint * grid, inner * grid * block), 0.0)
     values = np.stack([f_t, f_t * grid * block, reg_usage, mem_workload, shared_footprint, dram,
                        1.0 + f_t / mem_workload, np.full(len(f_t), float(is_gpu)), grid, block, p[:, _VTHREAD]], axis=1)
-    return PsaSymbols(values, terms.elem_bytes, p[:, _VECTOR], inner * terms.guard_ops)
+    accumulators, accumulator_vector = register_tile(terms, extents)
+    return PsaSymbols(values, terms.elem_bytes, p[:, _VECTOR], inner * terms.guard_ops, accumulators,
+                      accumulator_vector)
+
+
+def register_tile(terms: SymbolTerms, extents: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """PsaSymbols.accumulators and accumulator_vector of the rows: the written buffer's elements that
+    the inner loops inside the innermost inner reduction loop longer than 1 index (a loop that
+    indexes no written element, taken to be a reduction loop, repeats the update of the same
+    elements; an extent-1 loop repeats nothing)."""
+    saxis = terms.products[:, _SAXIS]
+    reduction = terms.products[:, _INNER] & ~saxis & (extents > 1)
+    tile = saxis & ~(terms.deeper & reduction[:, None, :]).any(axis=-1)
+    accumulating = terms.accumulates & reduction.any(axis=-1)
+    accumulators = np.where(accumulating, np.where(tile, extents, 1.0).prod(axis=-1), 0.0)
+    vector = np.where(tile & terms.products[:, _VECTOR], extents, 1.0).prod(axis=-1)
+    return accumulators, vector
 
 
 def _own_loops(stmts: tuple[Statement, ...]) -> dict[int, Loop]:

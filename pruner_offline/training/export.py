@@ -178,7 +178,7 @@ def model_device(target_kind: str, model_files: dict[str, dict], device=None, op
     ``model_files`` (path -> meta): the models' own; ``device`` (given as ``option``) only where it
     agrees with them or they recorded none. A model of other target kinds is refused unless
     ``other_kinds`` (adapting a model to another target is a use of its own)."""
-    from ..features.devices import DeviceConstants, device_for, device_from_json
+    from ..features.devices import DeviceConstants, device_for, device_from_json, differences
 
     recorded: dict[str, DeviceConstants] = {}
     for path, meta in model_files.items():
@@ -195,8 +195,9 @@ def model_device(target_kind: str, model_files: dict[str, dict], device=None, op
         chosen = device_for(target_kind, device)
         if recorded and chosen != next(iter(recorded.values())):
             path, own = next(iter(recorded.items()))
-            raise ModelFileError(f"{option} {chosen.name}, but {path} was trained with the constants of {own.name}: "
-                                 f"leave {option} out to use the model's own")
+            raise ModelFileError(f"{option} {chosen.name}, but {path} was trained with the constants of {own.name}"
+                                 f"{differences(chosen, own, 'here', 'in the model')}: leave {option} out to use "
+                                 "the model's own")
         return chosen
     return next(iter(recorded.values())) if recorded else device_for(target_kind)
 
@@ -207,13 +208,16 @@ def check_same_devices(model: Union[str, Path], model_meta: dict, data: Union[st
     The draft score (and the learned draft model reading it) depends on the constants: features of
     another device would be scored on a scale the model never saw.
     """
-    from ..features.devices import describe_devices
+    from ..features.devices import describe_devices, device_from_json, differences
 
     mine = recorded_devices(model_meta)
-    clash = sorted(k for k in set(mine) & set(data_devices) if mine[k] != data_devices[k])
+    # as read back: a file made before a constant existed holds none, which reads as its default
+    clash = sorted(k for k in set(mine) & set(data_devices)
+                   if device_from_json(mine[k]) != device_from_json(data_devices[k]))
     if clash:
         kind = clash[0]
+        ours, theirs = device_from_json(mine[kind]), device_from_json(data_devices[kind])
         raise ModelFileError(
-            f"{data} was featurized with the {kind} constants of {data_devices[kind].get('name')!r}, but {model} "
-            f"was trained with those of {mine[kind].get('name')!r}: featurize again with "
-            f"--{'gpu' if kind == 'cuda' else 'cpu'} {mine[kind].get('name')} (model: {describe_devices(mine)})")
+            f"{data} was featurized with the {kind} constants of {theirs.name!r}, but {model} "
+            f"was trained with those of {ours.name!r}{differences(theirs, ours, 'in the data', 'in the model')}: "
+            f"featurize again with --{'gpu' if kind == 'cuda' else 'cpu'} {ours.name} (model: {describe_devices(mine)})")
