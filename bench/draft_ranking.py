@@ -75,7 +75,8 @@ def main() -> None:
           f"{'near right':>12}{'wrong':>7}{'pairs':>8}")
     for path in args.sources:
         tasks = list(source_tasks(path, args.min_programs))
-        scores = {name: [np.array([analytic_score(psa_symbols(r, False), d) for r in rows]) for _, rows, _ in tasks]
+        symbols = [[psa_symbols(r, False) for r in rows] for _, rows, _ in tasks]  # the same for both scores
+        scores = {name: [np.array([analytic_score(sym, d) for sym in task]) for task in symbols]
                   for name, d in variants.items()}
         for name in variants:
             per_task = [task_metrics(score, speed, base, args.near) for score, base, (_, _, speed)

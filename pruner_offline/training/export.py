@@ -212,12 +212,14 @@ def check_same_devices(model: Union[str, Path], model_meta: dict, data: Union[st
 
     mine = recorded_devices(model_meta)
     # as read back: a file made before a constant existed holds none, which reads as its default
-    clash = sorted(k for k in set(mine) & set(data_devices)
-                   if device_from_json(mine[k]) != device_from_json(data_devices[k]))
+    ours = {k: device_from_json(d) for k, d in mine.items()}
+    theirs = {k: device_from_json(d) for k, d in data_devices.items() if k in ours}
+    clash = sorted(k for k in theirs if ours[k] != theirs[k])
     if clash:
         kind = clash[0]
-        ours, theirs = device_from_json(mine[kind]), device_from_json(data_devices[kind])
+        model_dev, data_dev = ours[kind], theirs[kind]
         raise ModelFileError(
-            f"{data} was featurized with the {kind} constants of {theirs.name!r}, but {model} "
-            f"was trained with those of {ours.name!r}{differences(theirs, ours, 'in the data', 'in the model')}: "
-            f"featurize again with --{'gpu' if kind == 'cuda' else 'cpu'} {ours.name} (model: {describe_devices(mine)})")
+            f"{data} was featurized with the {kind} constants of {data_dev.name!r}, but {model} was trained "
+            f"with those of {model_dev.name!r}{differences(data_dev, model_dev, 'in the data', 'in the model')}: "
+            f"featurize again with --{'gpu' if kind == 'cuda' else 'cpu'} {model_dev.name} "
+            f"(model: {describe_devices(mine)})")
