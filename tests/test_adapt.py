@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from pruner_offline.adapt.methods import CANDIDATES, MIXES, AdaptConfig, make_method
+from pruner_offline.adapt.methods import AdaptConfig, make_method
 from pruner_offline.adapt.online import OnlineRecords, programs_of_store
 from pruner_offline.adapt.simulate import held_out_rows, heldout_scores, simulate, tuning_order
 from pruner_offline.build_store import FeaturizeSettings, cached_store
@@ -195,18 +195,16 @@ def test_guarded_judges_only_records_its_tuned_copy_never_saw(h200_mini, tmp_pat
     np.testing.assert_array_equal(again.gains, g.gains)
     online = OnlineRecords(programs)
     assert g.after_round(online, 4) == again.after_round(online, 4)
-    assert (g.choice, g.moved, g.uninformed) == (again.choice, again.moved, again.uninformed)
+    assert (g.weight, g.moved, g.uninformed) == (again.weight, again.moved, again.uninformed)
     assert not g.uninformed
     for a, b in zip(g.predictor.state_dict().values(), again.predictor.state_dict().values()):
         torch.testing.assert_close(a, b)
 
 
-def test_guarded_rule_gates_the_first_move_then_follows_the_leader():
-    """The pretrained model predicts until another candidate's mean gain over it clears the bar, even
-    when a candidate leads; once the predictor has left it, the candidate with the largest mean gain
-    predicts, whatever its standard error, and the pretrained model again when every mean gain is at
-    or below 0."""
-    from pruner_offline.adapt.methods import CANDIDATES, choose
+def test_guard_lifts_only_when_a_candidate_clears_the_bar():
+    """The pretrained model is left only once some candidate's mean gain over it is `evidence`
+    standard errors above 0, even when a candidate leads short of that."""
+    from pruner_offline.adapt.methods import CANDIDATES, guard_lifted
 
     rng = np.random.default_rng(0)
     noise = rng.standard_normal(40)
@@ -215,21 +213,50 @@ def test_guarded_rule_gates_the_first_move_then_follows_the_leader():
     gains = np.zeros((len(CANDIDATES) - 1, 40))
     gains[1] = 1.5 * se + noise  # 1.5 standard errors: short of a bar of 2
     gains[3] = 0.5 * se + noise
-    assert choose(gains, evidence=2.0, moved=False, min_records=10) == 0
-    assert choose(gains, evidence=1.0, moved=False, min_records=10) == 2  # the leader, index 1 + 1
-    assert choose(gains, evidence=2.0, moved=True, min_records=10) == 2
-    assert choose(gains[:, :5], evidence=0.0, moved=False, min_records=10) == 0  # too few judged
-    gains[4] = 2.5 * se + noise  # a new leader (the running fine-tune)
-    assert CANDIDATES[choose(gains, evidence=2.0, moved=False, min_records=10)] == "finetune"
-    assert choose(-np.abs(gains), evidence=2.0, moved=True, min_records=10) == 0
+    assert not guard_lifted(gains, evidence=2.0, min_records=10)
+    assert guard_lifted(gains, evidence=1.0, min_records=10)
+    assert not guard_lifted(gains[:, :5], evidence=0.0, min_records=10)  # too few judged
+    gains[4] = 2.5 * se + noise  # the running fine-tune clears it
+    assert guard_lifted(gains, evidence=2.0, min_records=10)
+    assert not guard_lifted(-np.abs(gains), evidence=0.0, min_records=10)
+
+
+def test_guarded_once_moved_predicts_a_mix_that_grows_with_the_records(h200_mini):
+    """Once the guard is lifted, the predictor is (1-w)*pretrained + w*tuned with w = n/(n+mix_records),
+    set again at every retrain; the tuned copy scores its correction at the pretrained scale, and the
+    running fine-tune, which can no longer be chosen, is no longer trained."""
+    from pruner_offline.adapt.methods import mixed
+
+    module, d = h200_mini
+    stream = programs_of_store(d, tuning_order(d))
+    cfg = AdaptConfig(retrain_every=2, epochs=2, evidence=0.0, mix_records=100)
+    g = make_method("guarded", module, cfg)
+    online, moves = OnlineRecords(), []  # records measured whenever the mix was set
+    for r, start in enumerate(range(0, len(stream), cfg.round_size), 1):
+        for p in stream[start:start + cfg.round_size]:
+            online.add(p)
+        moved, before = g.moved, copy.deepcopy(g.finetuned.state_dict())
+        g.after_round(online, r)
+        if g.moved and (not moved or r % cfg.retrain_every == 0):
+            moves.append(len(online))
+        if moved:
+            assert all(torch.equal(a, b) for a, b in zip(before.values(), g.finetuned.state_dict().values()))
+        if len(moves) >= 3:
+            break
+    assert len(moves) == 3, "with no margin asked for, some candidate should lead the pretrained model"
+    w = moves[-1] / (moves[-1] + 100)
+    assert not g.uninformed and g.weight == pytest.approx(w) and g.chosen == f"mix {w:.3f}"
+    assert float(g.tuned.correction_scale) == float(module.correction_scale)
+    for a, b in zip(g.predictor.state_dict().values(), mixed(module, g.tuned, w).state_dict().values()):
+        torch.testing.assert_close(a, b)
 
 
 def test_guard_is_dropped_at_the_first_retrain_only_for_a_pretrained_model_no_better_than_a_coin(h200_store):
     """Real H200 programs as the new device's first records. The bundled CPU model, scoring with its
     whole correction, ranks their good pairs no better than a coin (the cross-target case; at the
     shipped scale of ¼ it is closer to the H200 draft score in its inputs, and does better): guarded
-    is plain fine-tuning from the first retrain on, for good (the same weights as `finetune`, and
-    no mixes trained after that). The bundled H200 model ranks them far better than a coin: guarded
+    is a running fine-tune from the first retrain on, for good (at this scale of 1, the same weights
+    as `finetune`; no tuned copy trained after that). The bundled H200 model ranks them far better than a coin: guarded
     keeps it, although the fine-tune on the same records is the same network the CPU run moved to."""
     def cpu_model():
         module, _ = load_model(REPO / "checkpoints" / "pacm.pt")
@@ -269,30 +296,37 @@ def test_guard_is_dropped_at_the_first_retrain_only_for_a_pretrained_model_no_be
     assert not better_than_chance(-y, y, task, 2.0, judged) and better_than_chance(-y, y, task, 2.0, judged + 1)
 
 
-def test_guarded_candidates_include_the_finetune_method(setup):
-    """Guarded's running fine-tune is trained exactly as `finetune` trains its predictor (same
-    records, same seeds), so choosing it predicts what `finetune` would."""
+def test_guarded_running_finetune_trains_as_finetune_but_keeps_the_scale(setup):
+    """Guarded's running fine-tune sees the records and seeds `finetune` sees, but scores its
+    correction at the pretrained scale throughout (¼ here), as its tuned copy does; at the first
+    retrain the tuned copy is that fine-tune. `finetune` resets the scale to 1 after each retrain."""
+    from pruner_offline.adapt.methods import train_online
+
     store, model_file = setup
     module, _ = load_model(model_file)
+    module.correction_scale.fill_(0.25)  # the shipped recipe's (this fixture's recipe has none)
     d = FeatureStore(store).load()
     cfg = AdaptConfig(round_size=10, retrain_every=2, epochs=2)
     g, ft = make_method("guarded", module, cfg), make_method("finetune", module, cfg)
+    by_hand = copy.deepcopy(module)
     online = OnlineRecords()
     for r, p in enumerate(programs_of_store(d, tuning_order(d)[:60])):
         online.add(p)
         if (r + 1) % 10 == 0:
             g.after_round(online, (r + 1) // 10)
             ft.after_round(online, (r + 1) // 10)
-            if g.retrains == 1:  # the fresh tuned copy of the first retrain is the fine-tune's first step
-                for a, b in zip(g.candidates[len(MIXES) - 1].state_dict().values(),
-                                ft.predictor.state_dict().values()):
-                    if a.is_floating_point():  # a mix keeps the pretrained model's batch counters
-                        torch.testing.assert_close(a, b)
-    assert g.retrains == ft.retrains == 3
-    for a, b in zip(g.candidates[-1].state_dict().values(), ft.predictor.state_dict().values()):
+            if (r + 1) % 20 == 0:
+                train_online(by_hand, online, cfg, cfg.seed + (r + 1) // 20 - 1, keep_scale=True)
+            if g.retrains == 1:
+                for a, b in zip(g.tuned.state_dict().values(), g.finetuned.state_dict().values()):
+                    torch.testing.assert_close(a, b)
+    assert g.retrains == ft.retrains == 3 and not g.moved, (g.moved, g.uninformed)
+    assert float(g.finetuned.correction_scale) == 0.25 and float(ft.predictor.correction_scale) == 1.0
+    for a, b in zip(g.finetuned.state_dict().values(), by_hand.state_dict().values()):
         torch.testing.assert_close(a, b)
-    assert any(not torch.equal(a, b) for a, b in zip(g.candidates[-2].state_dict().values(),
-                                                     ft.predictor.state_dict().values()))
+    if g.uninformed:  # then the running fine-tune predicts
+        for a, b in zip(g.predictor.state_dict().values(), by_hand.state_dict().values()):
+            torch.testing.assert_close(a, b)
 
 
 def test_simulation_curves(setup):
@@ -329,7 +363,8 @@ def test_cli_adapt_json_and_target_check(setup, tmp_path, capsys):
     for m, path in out["models"].items():
         adapted, meta = load_model(path)
         assert meta["method"] == m and meta["online_records"] == 240 and meta["retrains"] == 6
-        assert m != "guarded" or meta["predicting"] in CANDIDATES
+        assert m != "guarded" or meta["predicting"] in ("pretrained", "finetune") \
+            or meta["predicting"].startswith("mix ")
         changed = any(not torch.equal(a, b) for a, b in zip(adapted.state_dict().values(),
                                                             pretrained.state_dict().values()))
         assert changed or (m == "guarded" and meta["predicting"] == "pretrained")

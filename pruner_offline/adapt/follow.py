@@ -27,7 +27,7 @@ from .methods import AdaptConfig, Method, make_method
 from .model_file import adapted_meta
 from .online import OnlineProgram, OnlineRecords
 
-STATE_FORMAT = "pruner-offline-adapt-state/2"  # 2: guarded keeps a running fine-tune and its candidate choice
+STATE_FORMAT = "pruner-offline-adapt-state/3"  # 3: guarded predicts with a mix whose weight grows with the records
 
 
 class TargetMismatch(BadInput):

@@ -4,26 +4,29 @@
 - ``scratch``: at every retrain, a freshly initialised network trained on the online records.
 - ``finetune``: the pretrained network, trained further on the online records at every retrain.
 - ``guarded`` (the default): moves away from the pretrained model only once records it had not
-  trained on show that it should, then follows whichever candidate those records favour. Every
-  retrain fine-tunes a copy of the *pretrained* weights on all online records (θ_t) and trains a
-  running fine-tune further (exactly as ``finetune``); the candidates are the weight-space mixes
-  θ_w = (1−w)·θ_pretrained + w·θ_t, w ∈ {¼, ½, ¾, 1}, and the running fine-tune. They are scored
-  prequentially: every record measured after a retrain is, before the next one, a record none of
-  them saw, and each candidate's gain over the pretrained model on it (good-pair ranking accuracy,
-  ``good_pair_scores``) joins one tally kept over the whole run. The pretrained model predicts until
-  some candidate's mean gain is ``evidence`` standard errors above 0 (a one-sided paired test over
-  every record judged so far); from then on the candidate with the largest mean gain predicts (the
-  pretrained model when none is above 0): the bar guards the first move, after which the choice
-  follows the evidence instead of waiting for each candidate to clear it again. The guard is only
-  for a pretrained model that knows something about the device: it never trained on any online
-  record, so all of them test whether it orders their good pairs better than a coin. The first
-  time it is not ``evidence`` standard errors better (before it was ever left), there is nothing
-  to guard: from then on guarded *is* plain fine-tuning (the running fine-tune predicts, and the
-  mixes, which would only pull towards a model that does not know the device, are no longer
-  trained). Mixing weights rather than scores keeps the predictor an ordinary model (it is saved
-  and loaded like any other); fine-tuned weights lie close to the pretrained ones, where such mixes
-  keep what both know (robust fine-tuning, WiSE-FT), and the running fine-tune is there for a device
-  so unlike pretraining that far more training than one retrain's pays.
+  trained on show that it should, then predicts with a mix of the pretrained weights and a fine-tuned
+  copy whose weight grows with the records measured. Every retrain fine-tunes a copy of the
+  *pretrained* weights on all online records (θ_t); until the first move it also trains a running
+  fine-tune further (θ_f: ``finetune``'s records and seeds). Both keep the pretrained model's
+  correction scale (see ``train_online``), where ``finetune`` scores it whole. The guard's
+  candidates are the weight-space mixes θ_w = (1−w)·θ_pretrained + w·θ_t, w ∈ {¼, ½, ¾, 1}, and
+  θ_f. They are scored prequentially: every record measured after a retrain is, before the next
+  one, a record none of them saw, and each candidate's gain over the pretrained model on it
+  (good-pair ranking accuracy, ``good_pair_scores``) joins one tally kept over the run. The pretrained model predicts until some candidate's mean gain is ``evidence``
+  standard errors above 0 (a one-sided paired test over every record judged so far). From that first
+  move on the predictor is θ_w with w = n / (n + ``mix_records``), n the online records, set again at
+  every retrain: the records decided *whether* to move; how far is what their number can carry. Which
+  candidate led does not set it: on held-out records, following the tally's leader swung with the few
+  records each leader was chosen on, and a fine-tune that replaces the pretrained weights (w = 1)
+  forgets what they knew until hundreds of records have been measured (docs/adaptation.md §8). The
+  guard is only for a pretrained model that knows something about the device: it never trained on
+  any online record, so all of them test whether it orders their good pairs better than a coin. The
+  first time it is not ``evidence`` standard errors better (before it was ever left), there is
+  nothing to guard: from then on the running fine-tune predicts, and θ_t, which would only be mixed
+  with a model that does not know the device, is no longer trained.
+  Mixing weights rather than scores keeps the predictor an ordinary model (it is saved and loaded
+  like any other); fine-tuned weights lie close to the pretrained ones, where such mixes keep what
+  both know (robust fine-tuning, WiSE-FT).
 - ``moa``: momentum online adaptation (Pruner), as published. A momentum copy θ_s starts as the
   pretrained weights; at every retrain a network initialised from θ_s is trained on all online
   records and becomes the predictor, then θ_s ← m·θ_s + (1−m)·θ. Starting each fine-tune from the
@@ -45,9 +48,10 @@ from .config import AdaptConfig
 from .online import OnlineRecords
 
 def train_online(module: CostModelModule, online: OnlineRecords, cfg: AdaptConfig, seed: int,
-                 rows: Optional[np.ndarray] = None) -> None:
+                 rows: Optional[np.ndarray] = None, keep_scale: bool = False) -> None:
     """A few epochs of the module's own loss on the online records (all, or ``rows``), in-process:
-    a tuning run cannot afford a Trainer per retrain."""
+    a tuning run cannot afford a Trainer per retrain. The correction is then scored whole, unless
+    ``keep_scale`` (a copy to be mixed with the pretrained weights)."""
     data = online.data()
     rows = np.arange(len(online)) if rows is None else np.asarray(rows)
     n = len(rows)
@@ -71,8 +75,11 @@ def train_online(module: CostModelModule, online: OnlineRecords, cfg: AdaptConfi
             torch.nn.utils.clip_grad_norm_(module.parameters(), 0.5)
             opt.step()
     # the pretrained correction is shrunk because it was fitted to other workloads
-    # (training.module); fitted to this device's own records, it is trusted whole
-    module.correction_scale.fill_(1.0)
+    # (training.module); fitted to this device's own records, it is trusted whole. Guarded keeps the
+    # shrunk scale: measured, a fine-tune that resets it forgets more of what the pretrained weights
+    # knew, alone or mixed with them (docs/adaptation.md §8, "K" variants)
+    if not keep_scale:
+        module.correction_scale.fill_(1.0)
     module.eval()
 
 
@@ -199,21 +206,15 @@ def better_than_chance(pred: np.ndarray, y: np.ndarray, task: np.ndarray, eviden
     return bool(s.mean() > evidence * s.std(ddof=1) / np.sqrt(len(s)))
 
 
-def choose(gains: np.ndarray, evidence: float, moved: bool, min_records: int) -> int:
-    """Guarded's rule over the tally ``gains`` [candidates − 1, records judged] of gains over the
-    pretrained model (index 0, whose own gain is 0). Until the predictor has left it (``moved``):
-    the pretrained model, until some candidate's mean gain is ``evidence`` standard errors above 0
-    (a paired test on the same records), then the largest such. Once it has left: the candidate
-    with the largest mean gain, the pretrained model on a tie. The pretrained model while fewer
-    than ``min_records`` records are judged."""
+def guard_lifted(gains: np.ndarray, evidence: float, min_records: int) -> bool:
+    """Guarded's guard over the tally ``gains`` [candidates − 1, records judged] of gains over the
+    pretrained model: whether some candidate's mean gain is ``evidence`` standard errors above 0 (a
+    paired test on the same records); never while fewer than ``min_records`` records are judged."""
     n = gains.shape[1]
     if n < max(min_records, 2):
-        return 0
+        return False
     mean = gains.mean(1)
-    if moved:
-        return int(np.argmax(np.concatenate([[0.0], mean])))
-    ok = (mean > 0) & (mean > evidence * gains.std(1, ddof=1) / np.sqrt(n))
-    return 1 + int(np.argmax(np.where(ok, mean, -np.inf))) if ok.any() else 0
+    return bool(((mean > 0) & (mean > evidence * gains.std(1, ddof=1) / np.sqrt(n))).any())
 
 
 class Guarded(Method):
@@ -223,58 +224,70 @@ class Guarded(Method):
         super().__init__(pretrained, cfg)
         self.pretrained = copy.deepcopy(pretrained).eval()
         self.finetuned = copy.deepcopy(pretrained).eval()  # trained further at every retrain, as `finetune`
-        # CANDIDATES[1:] as of the latest retrain; once `uninformed`, only the running fine-tune is kept
-        # up to date (the mixes stay as they were, unused, and the latest of them is what a restart loads)
+        self.tuned: Optional[CostModelModule] = None  # θ_t of the latest retrain
+        # CANDIDATES[1:] as of the latest retrain, while the guard stands (neither moved nor uninformed)
         self.candidates: list[CostModelModule] = []
         self.scored = 0  # online records the latest candidates were trained on, or scored since
         self.gains = np.zeros((len(CANDIDATES) - 1, 0))  # per candidate, per judged record: gain over 0
-        self.moved = False  # whether the predictor has ever left the pretrained model (see choose)
+        self.moved = False  # whether the predictor has left the pretrained model (for good)
         self.uninformed = False  # the pretrained model ranks the device like a coin: fine-tuning alone
-        self.choice = 0  # index into CANDIDATES of the predictor
+        self.weight = 0.0  # once moved: the weight of θ_t in the predicting mix
         self._pretrained_pred: tuple[object, np.ndarray] = (None, np.zeros(0))  # (online data, its scores)
 
     def after_round(self, online: OnlineRecords, rounds: int) -> bool:
-        if self.candidates and not self.uninformed and len(online) > self.scored:
+        if self.candidates and len(online) > self.scored:
             self.judge(online)
         retrain = rounds % self.cfg.retrain_every == 0 and len(online) >= 2
         if retrain:
-            seed = self.cfg.seed + self.retrains
-            train_online(self.finetuned, online, self.cfg, seed)
-            if not self.uninformed:
-                # at the first retrain the running fine-tune started from the pretrained weights with
-                # this seed and these records, so it already is the fresh tuned copy
-                if self.retrains:
-                    tuned = copy.deepcopy(self.pretrained)
-                    train_online(tuned, online, self.cfg, seed)
-                else:
-                    tuned = copy.deepcopy(self.finetuned)
-                self.set_candidates(tuned)
-            self.scored = len(online)
-            self.retrains += 1
-        if not self.candidates:
+            self.retrain_all(online)
+        if self.tuned is None and not self.uninformed:
             return False
         # decided once: a pretrained model that ranks this device no better than a coin has nothing
         # to guard, and mixes with it only pull towards a model that does not know the device
-        self.uninformed = self.uninformed or not (self.moved or self.pretrained_ranks(online))
-        if self.uninformed:
-            c = len(CANDIDATES) - 1
-        else:
-            c = choose(self.gains, self.cfg.evidence, self.moved, self.cfg.round_size)
-            self.moved = self.moved or c != 0
-        if c == self.choice and not (retrain and c > 0):
+        if not (self.uninformed or self.moved) and not self.pretrained_ranks(online):
+            self.uninformed, self.candidates = True, []
+        elif not (self.uninformed or self.moved) and guard_lifted(self.gains, self.cfg.evidence, self.cfg.round_size):
+            self.moved, self.candidates = True, []
+        elif not retrain or not (self.uninformed or self.moved):
             return False
-        self.choice = c
-        # a copy: the running fine-tune is trained in place at the next retrain
-        self.predictor = copy.deepcopy(self.candidates[c - 1] if c else self.pretrained).eval()
+        if self.uninformed:
+            # a copy: the running fine-tune is trained in place at the next retrain
+            self.predictor = copy.deepcopy(self.finetuned).eval()
+        else:
+            n = len(online)
+            self.weight = n / (n + self.cfg.mix_records)
+            self.predictor = mixed(self.pretrained, self.tuned, self.weight)  # new: a tuning run holds the old one
         return True
 
-    def set_candidates(self, tuned: CostModelModule) -> None:
+    def retrain_all(self, online: OnlineRecords) -> None:
+        """Train what the predictor is, or may become: the running fine-tune while it can still be
+        chosen, θ_t while a mix with the pretrained model can; both keep the pretrained scale."""
+        seed = self.cfg.seed + self.retrains
+        if not self.moved:
+            train_online(self.finetuned, online, self.cfg, seed, keep_scale=True)
+        if not self.uninformed:
+            if self.retrains == 0:
+                # the running fine-tune started from the pretrained weights with this seed and these
+                # records: it is θ_t
+                self.tuned = copy.deepcopy(self.finetuned)
+            else:
+                self.tuned = copy.deepcopy(self.pretrained)
+                train_online(self.tuned, online, self.cfg, seed, keep_scale=True)
+            if not self.moved:
+                self.set_candidates()
+        self.scored = len(online)
+        self.retrains += 1
+
+    def set_candidates(self) -> None:
         old = self.candidates[:len(MIXES)] or [None] * len(MIXES)
-        self.candidates = [*(mixed(self.pretrained, tuned, w, out) for w, out in zip(MIXES, old)), self.finetuned]
+        self.candidates = [*(mixed(self.pretrained, self.tuned, w, out) for w, out in zip(MIXES, old)),
+                           self.finetuned]
 
     @property
     def chosen(self) -> str:
-        return CANDIDATES[self.choice]
+        if self.uninformed:
+            return "finetune"
+        return f"mix {self.weight:.3f}" if self.moved else "pretrained"
 
     def pretrained_scores(self, online: OnlineRecords) -> np.ndarray:
         """The pretrained model's scores of every online record; judging and the coin test both need
@@ -304,10 +317,10 @@ class Guarded(Method):
         self.scored = len(online)
 
     def state(self) -> dict[str, dict]:
-        tuned = {"tuned": self.candidates[len(MIXES) - 1].state_dict()} if self.candidates else {}
+        tuned = {"tuned": self.tuned.state_dict()} if self.tuned is not None else {}
         return {"predictor": self.predictor.state_dict(), "pretrained": self.pretrained.state_dict(),
                 "finetuned": self.finetuned.state_dict(),
-                "tally": {"gains": torch.from_numpy(self.gains), "scored": self.scored, "choice": self.choice,
+                "tally": {"gains": torch.from_numpy(self.gains), "scored": self.scored, "weight": self.weight,
                           "moved": self.moved, "uninformed": self.uninformed, "retrains": self.retrains},
                 **tuned}
 
@@ -318,13 +331,13 @@ class Guarded(Method):
         self._pretrained_pred = (None, np.zeros(0))  # scores of the weights replaced
         tally = state["tally"]
         self.gains = tally["gains"].numpy()
-        self.scored, self.choice, self.retrains = int(tally["scored"]), int(tally["choice"]), int(tally["retrains"])
-        self.moved = bool(tally["moved"])
-        self.uninformed = bool(tally.get("uninformed", False))  # absent from states saved before it existed
+        self.scored, self.retrains, self.weight = int(tally["scored"]), int(tally["retrains"]), float(tally["weight"])
+        self.moved, self.uninformed = bool(tally["moved"]), bool(tally["uninformed"])
         if "tuned" in state:
-            tuned = copy.deepcopy(self.pretrained)
-            tuned.load_state_dict(state["tuned"])
-            self.set_candidates(tuned)
+            self.tuned = copy.deepcopy(self.pretrained)
+            self.tuned.load_state_dict(state["tuned"])
+            if not (self.moved or self.uninformed):
+                self.set_candidates()
 
 
 def make_method(name: str, pretrained: CostModelModule, cfg: AdaptConfig) -> Method:
