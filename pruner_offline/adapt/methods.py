@@ -223,14 +223,14 @@ class Guarded(Method):
     def __init__(self, pretrained: CostModelModule, cfg: AdaptConfig):
         super().__init__(pretrained, cfg)
         self.pretrained = copy.deepcopy(pretrained).eval()
-        self.finetuned = copy.deepcopy(pretrained).eval()  # trained further at every retrain, as `finetune`
+        self.finetuned = copy.deepcopy(pretrained).eval()  # θ_f: trained further at every retrain until the move
         self.tuned: Optional[CostModelModule] = None  # θ_t of the latest retrain
         # CANDIDATES[1:] as of the latest retrain, while the guard stands (neither moved nor uninformed)
         self.candidates: list[CostModelModule] = []
         self.scored = 0  # online records the latest candidates were trained on, or scored since
         self.gains = np.zeros((len(CANDIDATES) - 1, 0))  # per candidate, per judged record: gain over 0
         self.moved = False  # whether the predictor has left the pretrained model (for good)
-        self.uninformed = False  # the pretrained model ranks the device like a coin: fine-tuning alone
+        self.uninformed = False  # the pretrained model ranks the device like a coin: θ_f alone
         self.weight = 0.0  # once moved: the weight of θ_t in the predicting mix
         self._pretrained_pred: tuple[object, np.ndarray] = (None, np.zeros(0))  # (online data, its scores)
 
