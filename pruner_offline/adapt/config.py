@@ -22,7 +22,7 @@ class AdaptConfig:
         "help": "guarded: how many standard errors above 0 some candidate's mean gain over the pretrained model, "
                 "on records it had not seen, must be before guarded first leaves the pretrained model; the same "
                 "margin above chance for the pretrained model's own ranking of the online records, without which "
-                "guarded is plain fine-tuning from then on", "min": 0.0})
+                "guarded follows its running fine-tune from then on", "min": 0.0})
     mix_records: int = field(default=250, metadata={
         "help": "guarded: once it has left the pretrained model, it predicts with the mix "
                 "(1-w)*pretrained + w*tuned of the weights, w = n / (n + this), n the records measured",

@@ -12,9 +12,9 @@
   candidates are the weight-space mixes θ_w = (1−w)·θ_pretrained + w·θ_t, w ∈ {¼, ½, ¾, 1}, and
   θ_f. They are scored prequentially: every record measured after a retrain is, before the next
   one, a record none of them saw, and each candidate's gain over the pretrained model on it
-  (good-pair ranking accuracy, ``good_pair_scores``) joins one tally kept over the run. The pretrained model predicts until some candidate's mean gain is ``evidence``
-  standard errors above 0 (a one-sided paired test over every record judged so far). From that first
-  move on the predictor is θ_w with w = n / (n + ``mix_records``), n the online records, set again at
+  (good-pair ranking accuracy, ``good_pair_scores``) joins one tally kept over the run. The
+  pretrained model predicts until some candidate's mean gain is ``evidence`` standard errors above
+  0 (a one-sided paired test over every record judged so far). From that first move on the predictor is θ_w with w = n / (n + ``mix_records``), n the online records, set again at
   every retrain: the records decided *whether* to move; how far is what their number can carry. Which
   candidate led does not set it: on held-out records, following the tally's leader swung with the few
   records each leader was chosen on, and a fine-tune that replaces the pretrained weights (w = 1)
@@ -242,13 +242,17 @@ class Guarded(Method):
             self.retrain_all(online)
         if self.tuned is None and not self.uninformed:
             return False
-        # decided once: a pretrained model that ranks this device no better than a coin has nothing
-        # to guard, and mixes with it only pull towards a model that does not know the device
-        if not (self.uninformed or self.moved) and not self.pretrained_ranks(online):
-            self.uninformed, self.candidates = True, []
-        elif not (self.uninformed or self.moved) and guard_lifted(self.gains, self.cfg.evidence, self.cfg.round_size):
-            self.moved, self.candidates = True, []
-        elif not retrain or not (self.uninformed or self.moved):
+        if not (self.uninformed or self.moved):  # the guard stands until one of these, for good
+            # a pretrained model that ranks this device no better than a coin has nothing to guard,
+            # and mixes with it only pull towards a model that does not know the device
+            if not self.pretrained_ranks(online):
+                self.uninformed = True
+            elif guard_lifted(self.gains, self.cfg.evidence, self.cfg.round_size):
+                self.moved = True
+            else:
+                return False
+            self.candidates = []
+        elif not retrain:
             return False
         if self.uninformed:
             # a copy: the running fine-tune is trained in place at the next retrain
