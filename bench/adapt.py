@@ -11,7 +11,8 @@ records are held out and scored every 50 online records.
 - strong: PaCM pretrained on the other 10 workloads (it already ranks the new ones well);
 - weak: PaCM pretrained on 3 of the others only;
 - cross-target: the bundled CPU model (checkpoints/pacm.pt, llvm records of tenset-mini) adapted
-  to the H200 records: the closest thing to "a new device" this data allows.
+  to the H200 records of each fold's new workloads: the closest thing to "a new device" this data
+  allows (one pretrained model, so its seeds differ only in the retrains).
 
 Seed s pretrains with seed s and retrains with seed s: pretraining on so few workloads is itself a
 draw (one fold's held-out peak@1 of the pretrained model ranges 0.67-0.80 over pretraining runs), so
@@ -130,7 +131,7 @@ def main() -> None:
     per_run: dict[str, list[dict]] = {}  # every fold x seed's curves, so that later runs can be pooled
     for regime in args.regimes:
         runs: list[dict] = []
-        for k, new in enumerate(FOLDS[:args.folds] if regime != "cross" else FOLDS[:1]):
+        for k, new in enumerate(FOLDS[:args.folds]):
             new_store = split_store(full, new, args.out / f"new_{k}.h5")
             rest = sorted(workloads - new)
             if regime != "cross":
