@@ -14,8 +14,9 @@
   one, a record none of them saw, and each candidate's gain over the pretrained model on it
   (good-pair ranking accuracy, ``good_pair_scores``) joins one tally kept over the run. The
   pretrained model predicts until some candidate's mean gain is ``evidence`` standard errors above
-  0 (a one-sided paired test over every record judged so far). From that first move on the predictor is θ_w with w = n / (n + ``mix_records``), n the online records, set again at
-  every retrain: the records decided *whether* to move; how far is what their number can carry. Which
+  0 (a one-sided paired test over every record judged so far). From that first move on the
+  predictor is θ_w with w = n / (n + ``mix_records``), n the online records, set again at every
+  retrain: the records decided *whether* to move; how far is what their number can carry. Which
   candidate led does not set it: on held-out records, following the tally's leader swung with the few
   records each leader was chosen on, and a fine-tune that replaces the pretrained weights (w = 1)
   forgets what they knew until hundreds of records have been measured (docs/adaptation.md §8). The
@@ -240,7 +241,7 @@ class Guarded(Method):
         retrain = rounds % self.cfg.retrain_every == 0 and len(online) >= 2
         if retrain:
             self.retrain_all(online)
-        if self.tuned is None and not self.uninformed:
+        if self.tuned is None:  # before the first retrain; it sets θ_t before anything can be judged
             return False
         if not (self.uninformed or self.moved):  # the guard stands until one of these, for good
             # a pretrained model that ranks this device no better than a coin has nothing to guard,
