@@ -314,14 +314,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
-def _adapt_device(args: argparse.Namespace, model_meta: dict):
+def _adapt_device(args: argparse.Namespace, model_meta: dict, other_kinds: list[str]):
     """The model's own constants for the adapted target kind; --gpu/--cpu only where it recorded none."""
-    from .training.export import model_device, trained_on_other_kinds
+    from .training.export import model_device
 
-    kinds = trained_on_other_kinds(model_meta, [args.target])
-    if kinds:
-        print(f"note: {args.checkpoint} was trained on {', '.join(kinds)} programs; "
-              f"adapting it to {args.target} (cross-target)", file=sys.stderr)
+    if other_kinds:
+        print(f"note: {args.checkpoint} was trained on {', '.join(other_kinds)} programs; adapting it to "
+              f"{args.target} (cross-target: guarded fine-tunes it from the first retrain)", file=sys.stderr)
     option = "--gpu" if args.target == "cuda" else "--cpu"
     return model_device(args.target, {str(args.checkpoint): model_meta}, getattr(args, option[2:]), option,
                         other_kinds=True)
@@ -361,16 +360,17 @@ def cmd_adapt(args: argparse.Namespace) -> int:
     from .atomic import check_replaceable
     from .features.devices import device_to_json
     from .store.reader import FeatureStore
-    from .training.export import check_same_devices, check_schema, load_model
+    from .training.export import check_same_devices, check_schema, load_model, trained_on_other_kinds
 
     # the model must read features of its own schema: the stores' (checked below), or, when
     # following a live run, the ones this version extracts
     if args.save is not None:
         check_replaceable(args.save)  # before the training whose model it would hold
     module, meta = load_model(args.checkpoint, expect_schema=extractable_schemas() if args.follow else None)
-    cfg = settings_from(AdaptConfig, args)
+    other_kinds = trained_on_other_kinds(meta, [args.target])
+    cfg = settings_from(AdaptConfig, args, cross_target=bool(other_kinds))
     methods = list(METHODS) if args.method == "all" else [args.method]
-    device = _adapt_device(args, meta)
+    device = _adapt_device(args, meta, other_kinds)
     if args.follow:
         if len(methods) != 1:
             raise BadInput("adapt --follow adapts with one --method, not all")
@@ -580,7 +580,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "--follow an Ansor record file or the database directory of a running tuning job")
     p.add_argument("--method", default=METHODS[0], choices=METHODS + ("all",),
                    help=f"default {METHODS[0]}: adapts only where fresh measurements show it ranks better")
-    add_options(p, AdaptConfig)
+    add_options(p, AdaptConfig, skip=("cross_target",))
     p.add_argument("--eval", type=Path, help="held-out records (same kinds as --records) scored as adaptation goes")
     p.add_argument("--eval-fraction", type=bounded(float, min=0, below=1), default=0.0,
                    help="without --eval: hold out the last FRACTION of each task's records for scoring")

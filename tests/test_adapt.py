@@ -21,7 +21,7 @@ from pruner_offline.cli import main
 from pruner_offline.models.metrics import pairwise_accuracy
 from pruner_offline.store.reader import FeatureStore
 from pruner_offline.training.data import gather_batch
-from pruner_offline.training.export import load_model
+from pruner_offline.training.export import load_model, trained_on_other_kinds
 from pruner_offline.training.run import pretrain
 
 from conftest import REPO
@@ -294,6 +294,37 @@ def test_guard_is_dropped_at_the_first_retrain_only_for_a_pretrained_model_no_be
     judged = good_pair_scores([y], y, task, np.ones(len(y), dtype=bool)).shape[1]
     assert better_than_chance(y, y, task, 2.0, judged)
     assert not better_than_chance(-y, y, task, 2.0, judged) and better_than_chance(-y, y, task, 2.0, judged + 1)
+
+
+def test_a_model_of_another_target_kind_is_not_guarded(h200_store, capsys):
+    """The bundled CPU model at its shipped scale ranks the first 20 H200 records better than a coin,
+    so at the first retrain the coin test keeps its guard; its file says it never saw a cuda program,
+    and with that fact (``cross_target``, which `adapt` reads from the file) guarded is the running
+    fine-tune from the first retrain on, trained as by hand, with no tuned copy."""
+    from pruner_offline.adapt.methods import train_online
+
+    d = FeatureStore(h200_store).load()
+    stream = programs_of_store(d, tuning_order(d)[:40])
+    cfg = AdaptConfig(retrain_every=2, epochs=2)
+    module, meta = load_model(REPO / "checkpoints" / "pacm.pt")
+    assert trained_on_other_kinds(meta, ["cuda"]) == ["llvm"] and float(module.correction_scale) < 1
+    assert _replay(make_method("guarded", module, cfg), stream, cfg)[:2] == ["pretrained"] * 2
+    cross = make_method("guarded", module, dataclasses.replace(cfg, cross_target=True))
+    assert _replay(cross, stream, cfg) == ["pretrained"] + ["finetune"] * 3
+    assert cross.tuned is None and cross.gains.shape[1] == 0 and cross.retrains == 2
+    by_hand, online = copy.deepcopy(module), OnlineRecords(stream[:20])
+    train_online(by_hand, online, cfg, cfg.seed, keep_scale=True)
+    train_online(by_hand, OnlineRecords(stream), cfg, cfg.seed + 1, keep_scale=True)
+    for a, b in zip(cross.predictor.state_dict().values(), by_hand.state_dict().values()):
+        torch.testing.assert_close(a, b)
+    # the command reads it from the file, and says so
+    assert main(["adapt", "--checkpoint", str(REPO / "checkpoints" / "pacm.pt"), "--target", "cuda",
+                 "--records", str(h200_store), "--method", "guarded", "--epochs", "1", "--json", "--quiet",
+                 "--eval-fraction", "0.25", "--out", str(Path(h200_store).parent / "cross")]) == 0
+    said = capsys.readouterr()
+    assert "cross-target: guarded fine-tunes it from the first retrain" in said.err
+    path = json.loads(said.out.strip().splitlines()[-1])["models"]["guarded"]
+    assert load_model(path)[1]["predicting"] == "finetune"
 
 
 def test_guarded_running_finetune_trains_as_finetune_but_keeps_the_scale(setup):

@@ -27,3 +27,7 @@ class AdaptConfig:
         "help": "guarded: once it has left the pretrained model, it predicts with the mix "
                 "(1-w)*pretrained + w*tuned of the weights, w = n / (n + this), n the records measured",
         "min": 1})
+    # not an option: set from the model file (its recorded target kinds), by whoever loads it
+    cross_target: bool = field(default=False, metadata={
+        "help": "guarded: the pretrained model was trained on no program of the adapted target kind, so there "
+                "is nothing of this device to guard and it fine-tunes from the first retrain"})

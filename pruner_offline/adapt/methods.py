@@ -24,7 +24,11 @@
   any online record, so all of them test whether it orders their good pairs better than a coin. The
   first time it is not ``evidence`` standard errors better (before it was ever left), there is
   nothing to guard: from then on the running fine-tune predicts, and θ_t, which would only be mixed
-  with a model that does not know the device, is no longer trained.
+  with a model that does not know the device, is no longer trained. A model whose file says it was
+  trained on other target kinds only (``cross_target``: a CPU model adapted to a GPU) starts so: the
+  coin test estimates what the file states, and on one fold's first H200 records it found the CPU
+  model as sure as the H200-pretrained ones, which kept the CPU model 0.2-0.4 below fine-tuning for
+  100 records (docs/adaptation.md §8).
   Mixing weights rather than scores keeps the predictor an ordinary model (it is saved and loaded
   like any other); fine-tuned weights lie close to the pretrained ones, where such mixes keep what
   both know (robust fine-tuning, WiSE-FT).
@@ -231,7 +235,8 @@ class Guarded(Method):
         self.scored = 0  # online records the latest candidates were trained on, or scored since
         self.gains = np.zeros((len(CANDIDATES) - 1, 0))  # per candidate, per judged record: gain over 0
         self.moved = False  # whether the predictor has left the pretrained model (for good)
-        self.uninformed = False  # the pretrained model ranks the device like a coin: θ_f alone
+        # the pretrained model ranks the device like a coin, or never saw its target kind: θ_f alone
+        self.uninformed = cfg.cross_target
         self.weight = 0.0  # once moved: the weight of θ_t in the predicting mix
         self._pretrained_pred: tuple[object, np.ndarray] = (None, np.zeros(0))  # (online data, its scores)
 
@@ -241,7 +246,7 @@ class Guarded(Method):
         retrain = rounds % self.cfg.retrain_every == 0 and len(online) >= 2
         if retrain:
             self.retrain_all(online)
-        if self.tuned is None:  # before the first retrain; it sets θ_t before anything can be judged
+        if self.retrains == 0:  # θ₀ predicts until the first retrain, which sets θ_t before anything is judged
             return False
         if not (self.uninformed or self.moved):  # the guard stands until one of these, for good
             # a pretrained model that ranks this device no better than a coin has nothing to guard,
@@ -290,7 +295,7 @@ class Guarded(Method):
 
     @property
     def chosen(self) -> str:
-        if self.uninformed:
+        if self.uninformed and self.retrains:  # a cross-target model predicts itself until then
             return "finetune"
         return f"mix {self.weight:.3f}" if self.moved else "pretrained"
 
