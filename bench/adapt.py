@@ -1,6 +1,7 @@
 """Online adaptation in both regimes, on real H200 measurements: does the default ever hurt?
 
-    python bench/adapt.py [--seeds 3] [--folds 2 | --fold-ids 3 4 5] [--methods guarded moa finetune frozen] [--pretrain-epochs 30]
+    python bench/adapt.py [--seeds 3] [--first-seed 0] [--folds 2 | --fold-ids 3 4 5]
+                          [--methods guarded moa finetune frozen] [--pretrain-epochs 30]
 
 Leave-workloads-out folds over ../shared/h200-ms (16 workloads, 1821 programs, featurized with
 the H200 constants). In each fold 6 workloads play the new tuning job (`--folds 3` adds a third
@@ -145,7 +146,8 @@ def main() -> None:
     ap.add_argument("--db", type=Path, default=REPO.parent / "shared" / "h200-ms")
     ap.add_argument("--out", type=Path, default=REPO / "runs" / "bench_adapt")
     ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--first-seed", type=int, default=0, help="seeds first-seed .. first-seed + seeds - 1 (to add seeds to a run)")
+    ap.add_argument("--first-seed", type=int, default=0,
+                    help="seeds first-seed .. first-seed + seeds - 1 (to add seeds to a run)")
     ap.add_argument("--folds", type=int, default=2, choices=range(1, len(FOLDS) + 1), help="the first N folds")
     ap.add_argument("--fold-ids", type=int, nargs="+", choices=range(len(FOLDS)),
                     help="these folds instead of the first --folds (3 4 5: the splits drawn after the rule was fixed)")

@@ -246,7 +246,7 @@ class Guarded(Method):
         retrain = rounds % self.cfg.retrain_every == 0 and len(online) >= 2
         if retrain:
             self.retrain_all(online)
-        if self.retrains == 0:  # θ₀ predicts until the first retrain, which sets θ_t before anything is judged
+        if self.retrains == 0:  # θ₀ predicts until the first retrain (under a guard it sets θ_t, then judging)
             return False
         if not (self.uninformed or self.moved):  # the guard stands until one of these, for good
             # a pretrained model that ranks this device no better than a coin has nothing to guard,
