@@ -29,7 +29,7 @@ def main() -> None:
     from tvm.s_tir.meta_schedule.builder import BuilderInput, LocalBuilder
 
     from pruner_offline.targets import tuning_target
-    from pruner_offline.tuning.build import PooledBuilder, build_module
+    from pruner_offline.measure.builder import PooledBuilder, build_module
     from pruner_offline.tuning.sampling import sample_candidates
     from pruner_offline.tuning.workloads import named_workload
 

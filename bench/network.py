@@ -28,7 +28,8 @@ from pruner_offline.errors import dumps
 from pruner_offline.targets import tuning_target
 from pruner_offline.tuning.network_run import CompiledNetwork, inference_module, network_inputs, tune_network
 from pruner_offline.tuning.networks import NETWORKS, named_network, torch_network
-from pruner_offline.tuning.settings import MeasureSettings, TuneSettings
+from pruner_offline.measure.settings import MeasureSettings
+from pruner_offline.tuning.settings import TuneSettings
 
 
 def torch_latency_s(program: torch.export.ExportedProgram, inputs: list[torch.Tensor], threads: int,

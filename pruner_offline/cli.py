@@ -151,9 +151,10 @@ def cmd_failures(args: argparse.Namespace) -> int:
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
+    from .collect.merge import is_collection, merge_collections
     from .store.merge import merge
 
-    n = merge(args.out, args.shards)
+    n = merge_collections(args.out, args.shards) if all(is_collection(p) for p in args.shards) else merge(args.out, args.shards)
     print(f"merged {len(args.shards)} shards, {n} records -> {args.out}")
     return 0
 
@@ -447,8 +448,90 @@ def _write_adapted(args: argparse.Namespace, methods: list, device, n_online: in
     return written
 
 
+def _network(args: argparse.Namespace):
+    """The whole network --network, --exported-program or --onnx names."""
+    if args.onnx:
+        from .tuning.onnx_network import onnx_network
+
+        return onnx_network(args.onnx, dict(args.input_shape or []))
+    from .tuning.networks import load_exported_program, named_network, torch_network
+
+    program = named_network(args.network) if args.network else load_exported_program(args.exported_program)
+    return torch_network(program, args.network or str(args.exported_program))
+
+
+def _measure_settings(args: argparse.Namespace, build_workers: int):
+    from .measure.settings import MeasureSettings, RPCSettings
+
+    if (args.rpc_tracker is None) != (args.rpc_key is None):
+        raise BadInput("--rpc-tracker and --rpc-key go together: the tracker's address and the devices' key")
+    try:
+        rpc = RPCSettings.parse(args.rpc_tracker, args.rpc_key, session_timeout_s=args.run_timeout_s) if args.rpc_tracker else None
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
+    return settings_from(MeasureSettings, args, build_workers=build_workers, rpc=rpc)
+
+
+def cmd_collect(args: argparse.Namespace) -> int:
+    from .collect.run import collect
+    from .collect.settings import CollectSettings
+    from .collect.tasks import module_tasks, network_tasks, workload_tasks
+    from .targets import tuning_target
+
+    if args.input_shape and not args.onnx:
+        raise BadInput("--input-shape fixes the dynamic input shapes of an --onnx model; give it with --onnx")
+    settings = settings_from(CollectSettings, args, measure=_measure_settings(args, args.num_cores))
+    if args.network or args.exported_program or args.onnx:
+        tasks = network_tasks(_network(args), tuning_target(settings.target_kind, settings.num_cores, settings.device))
+    elif args.module:
+        tasks = module_tasks(args.module)
+    else:
+        tasks = workload_tasks(args.workload)
+    with Progress("measuring", "prog", quiet=args.quiet) as bar, \
+            exit_at_once(f"the same command continues from what {args.out} holds"):
+        report = collect(tasks, args.out, settings, on_start=bar.set_total, on_measured=bar.update)
+    for note in report.notes:
+        print(f"note: {note}", file=sys.stderr)
+    failed = sum(report.failed.values())
+    print(f"database           {report.out}  (shard {report.shard})")
+    print(f"tasks              {report.tasks}  ({len(report.exhausted)} whose space ran out first)")
+    for name, n in report.exhausted.items():
+        print(f"  {name}: {n} distinct programs found")
+    print(f"measured           {report.measured}  (now {report.held} in all)")
+    print(f"failed             {failed}" + (f"  ({', '.join(f'{k}: {v}' for k, v in report.failed.items())})"
+                                            if failed else ""))
+    print(f"duplicates         {report.duplicates}  (drawn again, not measured)")
+    print(f"time               {report.seconds:.1f} s  ({report.programs_per_second:.2f} programs/s)")
+    if args.json:
+        print(report.to_json())
+    return 0
+
+
+def _measure_options(p: argparse.ArgumentParser) -> None:
+    from .measure.settings import MeasureSettings
+
+    add_options(p, MeasureSettings, skip={"build_workers", "rpc"})
+    p.add_argument("--rpc-tracker", metavar="HOST:PORT", help="measure on the devices of this TVM RPC tracker "
+                   "(python -m tvm.exec.rpc_tracker; pip install 'pruner-offline[rpc]')")
+    p.add_argument("--rpc-key", help="with --rpc-tracker: the key the devices' rpc_server registered with")
+
+
+def _network_inputs(what, verb: str) -> None:
+    what.add_argument("--network", help=f"a built-in network, every kernel of it {verb}: mlp, resnet18, bert-layer")
+    what.add_argument("--exported-program", type=Path, help="a whole network saved with torch.export.save (.pt2), "
+                      f"every kernel of it {verb}")
+    what.add_argument("--onnx", type=Path, help=f"a whole network in an ONNX file, every kernel of it {verb} "
+                      "(pip install 'pruner-offline[onnx]')")
+
+
+def _input_shape_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--input-shape", type=_input_shape, action="append", metavar="NAME=DIMS",
+                   help="with --onnx: a static shape for an input the file leaves dynamic, e.g. input=1x3x224x224 "
+                        "(repeat for several inputs)")
+
+
 def cmd_tune(args: argparse.Namespace) -> int:
-    from .tuning.settings import MeasureSettings
+    from .measure.settings import MeasureSettings
     from .tuning.run import TuneReport, TuneSettings, tune
     from .tuning.workloads import load_module, named_workload
 
@@ -459,15 +542,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         if args.network or args.exported_program or args.onnx:
             from .tuning.network_run import tune_network
 
-            if args.onnx:
-                from .tuning.onnx_network import onnx_network
-
-                network = onnx_network(args.onnx, dict(args.input_shape or []))
-            else:
-                from .tuning.networks import load_exported_program, named_network, torch_network
-
-                program = named_network(args.network) if args.network else load_exported_program(args.exported_program)
-                network = torch_network(program, args.network or str(args.exported_program))
+            network = _network(args)
             with exit_at_once(f"the same command continues from what {args.work_dir} holds"):
                 report = tune_network(network, args.work_dir, settings, quiet=args.quiet)[0]
         else:
@@ -502,6 +577,7 @@ def _data_args(p: argparse.ArgumentParser, split_help: str) -> None:
 def build_parser() -> argparse.ArgumentParser:
     from .adapt.config import METHODS, AdaptConfig
     from .build_store import FeaturizeSettings
+    from .collect.settings import CollectSettings
     from .tuning.settings import TuneSettings
 
     parser = argparse.ArgumentParser(prog="pruner-train", description=__doc__.split("\n\n")[0])
@@ -608,21 +684,34 @@ def build_parser() -> argparse.ArgumentParser:
     what.add_argument("--workload", help="a built-in workload: matmul, conv2d, conv2d-nhwc, depthwise, dense, "
                       "batch-matmul, matmul-small (or one of tuning.workloads.OTHER_SHAPES)")
     what.add_argument("--module", type=Path, help="a TIR module: TVMScript, or TVM's JSON (.json)")
-    what.add_argument("--network", help="a built-in network, every kernel of it tuned: mlp, resnet18, bert-layer")
-    what.add_argument("--exported-program", type=Path, help="a whole network saved with torch.export.save (.pt2), "
-                      "every kernel of it tuned")
-    what.add_argument("--onnx", type=Path, help="a whole network in an ONNX file, every kernel of it tuned "
-                      "(pip install 'pruner-offline[onnx]')")
-    p.add_argument("--input-shape", type=_input_shape, action="append", metavar="NAME=DIMS",
-                   help="with --onnx: a static shape for an input the file leaves dynamic, e.g. input=1x3x224x224 "
-                        "(repeat for several inputs)")
+    _network_inputs(what, "tuned")
+    _input_shape_option(p)
     add_options(p, TuneSettings, skip={"measure"})
     p.add_argument("--work-dir", type=Path, required=True)
     p.add_argument("--quiet", action="store_true", help="MetaSchedule's progress to WORK_DIR/logs only; "
                    "the report line alone on the console")
     p.set_defaults(func=cmd_tune)
 
-    p = sub.add_parser("merge", help="merge stores featurized as shards into one store")
+    p = sub.add_parser("collect", help="make training data for a device: sample programs of every task, measure "
+                       "them (resumable), into a MetaSchedule database that info, featurize and pretrain read")
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--workload", nargs="+", help="built-in workloads (those of tune --workload)")
+    what.add_argument("--module", type=Path, help="a TIR module file (TVMScript, or TVM's JSON as .json), or a "
+                      "directory of them: one task each")
+    _network_inputs(what, "a task")
+    _input_shape_option(p)
+    add_options(p, CollectSettings, skip={"measure"})
+    _measure_options(p)
+    # TenSet measured its CPU data with cold caches; a collection is training data, so it does too
+    p.set_defaults(cpu_cache_flush=True)
+    p.add_argument("--out", type=Path, required=True, help="the collection's directory: database, collect.json "
+                   "(settings, machine, runs), failures.jsonl; the same command continues what it holds")
+    p.add_argument("--json", action="store_true", help="print one JSON object as the last line")
+    p.add_argument("--quiet", action="store_true", help="no progress")
+    p.set_defaults(func=cmd_collect)
+
+    p = sub.add_parser("merge", help="merge shards into one: stores featurized with --shard, or collections "
+                       "collected with --shard")
     p.add_argument("shards", type=Path, nargs="+")
     p.add_argument("--out", type=Path, required=True)
     p.set_defaults(func=cmd_merge)

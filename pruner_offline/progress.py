@@ -25,6 +25,12 @@ class Progress:
         tty = hasattr(stream, "isatty") and stream.isatty()
         self.bar = tqdm(total=total, unit=unit, desc=desc, file=stream) if tty and not quiet else None
 
+    def set_total(self, total: int) -> None:
+        """The amount of work, once it is known (after the work already done is counted)."""
+        self.total = total
+        if self.bar is not None:
+            self.bar.reset(total=total)
+
     def update(self, n: int = 1) -> None:
         self.done += n
         if self.bar is not None:
@@ -36,7 +42,11 @@ class Progress:
         self.last_line = time.monotonic()
         rate = self.done / max(self.last_line - self.start, 1e-9)
         of = f"/{self.total}" if self.total else ""
-        print(f"{self.desc}: {self.done}{of} {self.unit} ({rate:.1f} {self.unit}/s)", file=self.stream, flush=True)
+        eta = ""
+        if self.total and rate > 0 and self.done < self.total:
+            left = (self.total - self.done) / rate
+            eta = f", {left / 3600:.1f} h left" if left >= 3600 else f", {left / 60:.0f} min left"
+        print(f"{self.desc}: {self.done}{of} {self.unit} ({rate:.2f} {self.unit}/s{eta})", file=self.stream, flush=True)
 
     def __enter__(self) -> "Progress":
         return self

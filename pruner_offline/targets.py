@@ -63,18 +63,27 @@ def record_target(target: str, hw: Optional[HardwareParams]) -> tvm.target.Targe
     return tvm.target.Target(spec)
 
 
-def tuning_target(kind: str, num_cores: int) -> tvm.target.Target:
-    """The target a tuning run on this machine compiles for."""
+# The compute capability nvcc builds for, of the GPUs the draft score knows (features/devices.py)
+CUDA_ARCH = {"k80": "sm_37", "t4": "sm_75", "titanv": "sm_70", "v100": "sm_70", "a100": "sm_80", "h100": "sm_90",
+             "h200": "sm_90", "orin": "sm_87"}
+
+
+def tuning_target(kind: str, num_cores: int, device: Optional[str] = None) -> tvm.target.Target:
+    """The target a tuning run or a collection compiles for. ``device`` (cuda): the GPU to build
+    for by name (CUDA_ARCH), which need not be here: the programs may be measured on a remote one."""
     if kind == "llvm":
         # TenSet's CPU target. The host's own mcpu would do on an AVX2 machine, but with AVX-512 or
-        # VNNI MetaSchedule switches to schedule rules that need the tensor intrinsics (see tuning/build.py).
+        # VNNI MetaSchedule switches to schedule rules that need the tensor intrinsics (see measure/builder.py).
         return tvm.target.Target({"kind": "llvm", "num-cores": num_cores, "mcpu": "core-avx2"})
     if kind == "cuda":
-        if tvm.cuda(0).exist:  # the GPU's own arch and limits
+        if device is None and tvm.cuda(0).exist:  # the GPU's own arch and limits
             return tvm.target.Target(tvm.target.Target.from_device(tvm.cuda(0)), host={"kind": "llvm"})
-        # No GPU here (a tuning run cannot measure then, but features and tests can go on):
-        # an H100/H200-class GPU's limits, explicit so that Target does not probe for them.
-        return tvm.target.Target({"kind": "cuda", "arch": "sm_90", "max_threads_per_block": 1024,
-                                  "max_shared_memory_per_block": 49152, "thread_warp_size": 32},
-                                 host={"kind": "llvm"})
+        if device is not None and device.lower() not in CUDA_ARCH:
+            raise TargetError(f"unknown GPU {device!r} to build for; known: {', '.join(sorted(CUDA_ARCH))}")
+        # No GPU here, or another one named: an H100/H200-class GPU's limits (every GPU of CUDA_ARCH
+        # has 1024 threads and 48 KB of static shared memory a block), explicit so that Target does
+        # not probe for them.
+        return tvm.target.Target({"kind": "cuda", "arch": CUDA_ARCH[(device or "h200").lower()],
+                                  "max_threads_per_block": 1024, "max_shared_memory_per_block": 49152,
+                                  "thread_warp_size": 32}, host={"kind": "llvm"})
     raise ValueError(f"unsupported target kind {kind!r}: llvm or cuda")

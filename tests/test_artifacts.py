@@ -182,10 +182,10 @@ def test_a_tvm_user_tunes_with_our_cost_model_through_tune_tir(tmp_path):
     from tvm.s_tir import meta_schedule as ms
 
     from pruner_offline.targets import tuning_target
-    from pruner_offline.tuning.build import make_builder, make_runner
+    from pruner_offline.measure.session import make_builder, make_runner
     from pruner_offline.tuning.cost_model import PrunerCostModel
     from pruner_offline.tuning.search import DraftThenVerifySearch
-    from pruner_offline.tuning.settings import MeasureSettings
+    from pruner_offline.measure.settings import MeasureSettings
     from pruner_offline.tuning.workloads import named_workload
 
     model = PrunerCostModel.from_checkpoint(CHECKPOINTS / "pacm.pt", target_kind="llvm")

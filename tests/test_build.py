@@ -9,7 +9,7 @@ from tvm import s_tir, te
 from tvm.s_tir.meta_schedule.builder import BuilderInput
 
 from pruner_offline.targets import tuning_target
-from pruner_offline.tuning.build import PooledBuilder
+from pruner_offline.measure.builder import PooledBuilder
 from pruner_offline.tuning.workloads import named_workload
 
 

@@ -15,7 +15,8 @@ import torch
 from pruner_offline.cli import main
 from pruner_offline.tuning.network_run import tune_network
 from pruner_offline.tuning.networks import MLP, NETWORKS, load_exported_program, named_network, torch_network
-from pruner_offline.tuning.settings import MeasureSettings, TuneSettings
+from pruner_offline.measure.settings import MeasureSettings
+from pruner_offline.tuning.settings import TuneSettings
 
 from conftest import REPO
 
@@ -126,4 +127,4 @@ def test_a_cuda_network_run_without_a_gpu_says_so(tmp_path, capsys):
 
     if tvm.cuda(0).exist:
         pytest.skip("a GPU is visible: the CUDA path would tune for real")
-    assert "needs a CUDA GPU" in _tune(["--network", "mlp", "--target", "cuda"], tmp_path, capsys)
+    assert "no CUDA GPU is visible" in _tune(["--network", "mlp", "--target", "cuda"], tmp_path, capsys)

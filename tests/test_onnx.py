@@ -11,7 +11,8 @@ import torch
 
 from pruner_offline.cli import main
 from pruner_offline.tuning.network_run import tune_network
-from pruner_offline.tuning.settings import MeasureSettings, TuneSettings
+from pruner_offline.measure.settings import MeasureSettings
+from pruner_offline.tuning.settings import TuneSettings
 
 from conftest import REPO
 

@@ -1,7 +1,6 @@
 """Our cost models inside MetaSchedule tuning runs (draft-then-verify), and the `tune` driver.
 
-Modules: workloads (what to tune), build (builder/runner that skip the tensor-intrinsics import),
-context (TuneContext without that import), candidates (feature cache), cost_model (draft-then-verify
+Modules: workloads (what to tune), context (TuneContext without the tensor-intrinsics import), candidates (feature cache), cost_model (draft-then-verify
 PyCostModel), online (retraining on measured records), run (the tuning run and its report),
 networks (whole torch networks: built-in ones, saved torch.export programs read safely),
 onnx_network (whole networks from ONNX files, the onnx extra), network_run (a whole network's
@@ -11,8 +10,7 @@ entries that make importing TVMScript-decorated modules ~5x faster once torch is
 MetaSchedule's own TuneContext first imports TVM's tensor intrinsics, which a user of the Python
 API pays).
 
-Nothing is re-exported here: build workers import `pruner_offline.tuning.build` by reference and
-must not pay for torch or the models.
+The builder and runner are pruner_offline.measure's, shared with collect.
 """
 
 from .frozen_frames import register_frozen_frames

@@ -21,7 +21,11 @@ def make_context(mod: tvm.IRModule, target: tvm.target.Target, *, num_threads: i
     """seed None: MetaSchedule picks one. population_size: the evolutionary search's population
     (512 by default, as MetaSchedule's); each generation asks the cost model to score it.
     strategy: default MetaSchedule's evolutionary search with that population."""
-    space = ms.space_generator.PostOrderApply()
+    # On sm_70 and newer MetaSchedule picks the tensor-core rules by default, which need the
+    # intrinsics registered; float32 programs never tensorize, so the plain CUDA rules are the space.
+    kind = "cuda" if target.kind.name == "cuda" else None
+    space = ms.space_generator.PostOrderApply(sch_rules=kind or "from-target", postprocs=kind or "from-target",
+                                              mutator_probs=kind or "from-target")
     strategy = strategy or ms.search_strategy.EvolutionarySearch(population_size=population_size)
     context = _ffi_api.TuneContext(mod, target, space, strategy, task_name, num_threads,
                                    fork_seed(seed, n=1)[0], get_logging_func(logger))

@@ -19,7 +19,7 @@ from tvm.s_tir.meta_schedule.relax_integration import compile_relax, extract_tas
 
 from ..errors import BadInput, dumps
 from ..targets import tuning_target
-from .build import run_measurers
+from ..measure.session import check_measurable, run_measurers
 from .context import make_context
 from .logs import run_logger, tuning_loggers
 from .resume import learn_past, open_database, past_trials
@@ -91,6 +91,16 @@ def _fused(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
         return tvm.transform.Sequential(passes)(mod)
 
 
+def network_kernels(mod: tvm.IRModule, target: tvm.target.Target, name: str) -> list[ms.ExtractedTask]:
+    """The kernels to tune of an inference module (inference_module), each once with its weight
+    (how many times the network calls it); BadInput when there are none."""
+    extracted = [t for t in extract_tasks(_fused(mod, target), target)
+                 if not t.dispatched[0].attrs.get("tirx.is_scheduled", False)]  # nothing left to tune in those
+    if not extracted:
+        raise BadInput(f"{name}: no kernels to tune in it")
+    return extracted
+
+
 def network_inputs(network: Network, seed: int) -> list:
     """The network's saved example input, or (none saved) a seeded random one of its shapes."""
     if network.example_inputs is not None:
@@ -135,17 +145,13 @@ def tune_network(network: Network, work_dir: str | Path, s: TuneSettings,
     """Tune every kernel of `network` until work_dir's database holds s.trials trials of them in all
     (a rerun continues an earlier run, resume.py), compile it with the best ones, measure it; the
     database and per-task logs go to work_dir (with ``quiet``, only there)."""
-    if s.target_kind == "cuda" and not tvm.cuda(0).exist:
-        raise RuntimeError("tune --target cuda needs a CUDA GPU to measure on, and none is visible here")
+    check_measurable(s.target_kind, s.measure, "tune")
     work_dir = Path(work_dir)
     work_dir.mkdir(parents=True, exist_ok=True)
     target = tuning_target(s.target_kind, s.num_cores)
     name = network.name
     mod = inference_module(network)
-    extracted = [t for t in extract_tasks(_fused(mod, target), target)
-                 if not t.dispatched[0].attrs.get("tirx.is_scheduled", False)]  # nothing left to tune in those
-    if not extracted:
-        raise BadInput(f"{name}: no kernels to tune in it")
+    extracted = network_kernels(mod, target, name)
     loggers = tuning_loggers(work_dir, [t.task_name for t in extracted], quiet)
     database, notes = open_database(work_dir)
     for note in notes:

@@ -15,7 +15,7 @@ from tvm.s_tir import meta_schedule as ms
 from ..errors import dumps
 from ..features.devices import DEVICES
 from ..targets import tuning_target
-from .build import run_measurers
+from ..measure.session import check_measurable, run_measurers
 from .settings import COST_MODELS, TuneSettings
 from .context import make_context
 from .logs import run_logger, tuning_loggers
@@ -123,8 +123,7 @@ def tune(mod: tvm.IRModule, workload: str, work_dir: str | Path, s: TuneSettings
     """Tune `mod` (one PrimFunc named main) until work_dir's database holds s.trials trials of it:
     a rerun continues an earlier run (resume.py). ``quiet``: MetaSchedule's progress only in
     work_dir's logs (tuning_loggers)."""
-    if s.target_kind == "cuda" and not tvm.cuda(0).exist:
-        raise RuntimeError("tune --target cuda needs a CUDA GPU to measure on, and none is visible here")
+    check_measurable(s.target_kind, s.measure, "tune")
     work_dir = Path(work_dir)
     work_dir.mkdir(parents=True, exist_ok=True)
     target = tuning_target(s.target_kind, s.num_cores)

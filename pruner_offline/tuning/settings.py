@@ -6,6 +6,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Optional
 
+from ..measure.settings import MeasureSettings
+
 COST_MODELS = ("pruner", "xgb", "mlp", "gbdt", "random")
 SEARCHES = ("draft-then-verify", "evolutionary")
 
@@ -19,21 +21,9 @@ def available_cores() -> int:
 
 
 @dataclass(frozen=True)
-class MeasureSettings:
-    build_workers: int = 2
-    build_timeout_s: float = 30.0
-    run_timeout_s: float = 30.0
-    number: int = 3  # runs per measurement, averaged
-    repeat: int = 1  # measurements per candidate
-    # MetaSchedule's default is 100 ms per measurement; a 2-core machine tunes far more candidates
-    # per minute at 20 ms, at the price of noisier latencies for sub-millisecond kernels.
-    min_repeat_ms: int = 20
-
-
-@dataclass(frozen=True)
 class TuneSettings:
     target_kind: str = field(default="llvm", metadata={
-        "flag": "--target", "choices": ("llvm", "cuda"), "help": "cuda needs a visible GPU to measure on"})
+        "flag": "--target", "choices": ("llvm", "cuda"), "help": "cuda needs a visible GPU to measure on, or --rpc-tracker"})
     trials: int = field(default=64, metadata={"help": "measured candidates in all", "min": 1})
     cost_model: str = field(default="pruner", metadata={"choices": COST_MODELS, "help": "who ranks the candidates"})
     checkpoint: Optional[str] = field(default=None, metadata={

@@ -1,10 +1,11 @@
-"""Builder and runner for tuning runs on this machine.
+"""The builder of tuning runs and of collect: MetaSchedule's LocalBuilder on workers kept for the run.
 
 MetaSchedule's default build function imports `tvm.s_tir.tensor_intrin` (~25 s of TVMScript parsing)
 in every worker. The intrinsics only matter to candidates that tensorize, and those can only come
 from schedule rules that need the intrinsics registered in the tuning process, which this toolkit
 never imports, so the build below skips the import. Workers unpickle `_build_and_export` by
-reference, which imports only this module (TVM, no torch).
+reference, which imports only this module (TVM, no torch). CUDA programs are built with nvcc for the
+target's arch, which needs no GPU here: the runner may measure them on a remote one.
 
 MetaSchedule's LocalBuilder also starts fresh worker processes for every batch (and once more for
 its start-up check), and each of them imports TVM first: ~4.5 s of CPU on a 2-core machine, where
@@ -14,17 +15,12 @@ MetaSchedule's LocalRunner does; a worker is replaced when a build times out or 
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-from typing import Iterator
-
 import tvm
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.builder import BuilderInput, BuilderResult, PyBuilder
-from tvm.s_tir.meta_schedule.runner import EvaluatorConfig, LocalRunner
 from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
 from tvm.support.popen_pool import PopenPoolExecutor, StatusKind
 
-from .settings import MeasureSettings
 
 
 def build_module(mod: tvm.IRModule, target: tvm.target.Target, _params) -> tvm.runtime.Module:
@@ -66,32 +62,11 @@ class PooledBuilder(PyBuilder):
                 results.append(BuilderResult(done.value, None))
             elif done.status == StatusKind.TIMEOUT:
                 results.append(BuilderResult(None, f"PooledBuilder: timeout, killed after {self.timeout_sec} seconds"))
+            elif isinstance(done.value, ChildProcessError):  # a crash inside TVM or LLVM: the pool starts another
+                results.append(BuilderResult(None, "PooledBuilder: the build worker died (a crash in the compiler)"))
             else:
                 results.append(BuilderResult(None, f"PooledBuilder: the build raised\n{done.value}"))
         return results
 
     def close(self) -> None:
         self.pool.shutdown()
-
-
-def make_builder(s: MeasureSettings) -> PooledBuilder:
-    return PooledBuilder(max_workers=s.build_workers, timeout_sec=s.build_timeout_s)
-
-
-def make_runner(s: MeasureSettings) -> LocalRunner:
-    return LocalRunner(timeout_sec=s.run_timeout_s, evaluator_config=EvaluatorConfig(
-        number=s.number, repeat=s.repeat, min_repeat_ms=s.min_repeat_ms, enable_cpu_cache_flush=False))
-
-
-@contextmanager
-def run_measurers(s: MeasureSettings) -> Iterator[tuple[PooledBuilder, LocalRunner]]:
-    """make_builder's builder and make_runner's runner for one tuning run: the workers of both end
-    with the block. A runner left to the garbage collector shut its pool down while Python was
-    exiting, where TVM's first import of psutil failed and printed a traceback (a run in which no
-    candidate built)."""
-    builder, runner = make_builder(s), make_runner(s)
-    try:
-        yield builder, runner
-    finally:
-        builder.close()
-        runner.pool.shutdown()
