@@ -30,8 +30,8 @@ def main() -> None:
 
     from pruner_offline.targets import tuning_target
     from pruner_offline.measure.builder import PooledBuilder, build_module
-    from pruner_offline.tuning.sampling import sample_candidates
-    from pruner_offline.tuning.workloads import named_workload
+    from pruner_offline.tuning.search.sampling import sample_candidates
+    from pruner_offline.tuning.frontends.workloads import named_workload
 
     target = tuning_target("llvm", args.workers)
     totals = {"local": [], "pooled": []}

@@ -57,10 +57,10 @@ def main() -> None:
     from pruner_offline.features.native import compiled
     from pruner_offline.features.symbols import psa_symbols
     from pruner_offline.features.tir_walk import walk
-    from pruner_offline.tuning.candidates import features_batch
-    from pruner_offline.tuning.cost_model import load_checkpoint
-    from pruner_offline.tuning.sampling import sample_candidates
-    from pruner_offline.tuning.workloads import named_workload
+    from pruner_offline.tuning.cost_model.candidates import features_batch
+    from pruner_offline.tuning.cost_model.pruner import load_checkpoint
+    from pruner_offline.tuning.search.sampling import sample_candidates
+    from pruner_offline.tuning.frontends.workloads import named_workload
 
     torch.set_num_threads(1)
     if compiled() is None:

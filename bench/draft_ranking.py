@@ -57,7 +57,7 @@ def source_tasks(path: Path, min_programs: int):
 
 
 def main() -> None:
-    from pruner_offline.features.devices import get_device
+    from pruner_offline.devices import get_device
     from pruner_offline.features.draft_score import analytic_score
     from pruner_offline.features.symbols import psa_symbols
 

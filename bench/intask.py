@@ -55,9 +55,9 @@ def measured_programs(run: Path):
 def make_model(name: str, checkpoint: Path, kind: str, cores: int):
     from tvm.s_tir import meta_schedule as ms
 
-    from pruner_offline.tuning.cost_model import PrunerCostModel
-    from pruner_offline.tuning.in_task import InTaskTrees
-    from pruner_offline.tuning.online import AdaptUpdate
+    from pruner_offline.tuning.cost_model.pruner import PrunerCostModel
+    from pruner_offline.tuning.cost_model.in_task import InTaskTrees
+    from pruner_offline.tuning.cost_model.online import AdaptUpdate
 
     if name == "xgb":
         return ms.cost_model.XGBModel(num_tuning_cores=cores)

@@ -26,10 +26,11 @@ from tvm.s_tir.meta_schedule.relax_integration import compile_relax
 
 from pruner_offline.errors import dumps
 from pruner_offline.targets import tuning_target
-from pruner_offline.tuning.network_run import CompiledNetwork, inference_module, network_inputs, tune_network
-from pruner_offline.tuning.networks import NETWORKS, named_network, torch_network
+from pruner_offline.tuning.frontends.network import inference_module
+from pruner_offline.tuning.run.network import CompiledNetwork, network_inputs, tune_network
+from pruner_offline.tuning.frontends.torch_export import NETWORKS, named_network, torch_network
 from pruner_offline.measure.settings import MeasureSettings
-from pruner_offline.tuning.settings import TuneSettings
+from pruner_offline.tuning.settings import PrunerSettings, TuneSettings
 
 
 def torch_latency_s(program: torch.export.ExportedProgram, inputs: list[torch.Tensor], threads: int,
@@ -74,15 +75,15 @@ def main() -> None:
     program = named_network(args.network)
     network = torch_network(program, args.network)
     base = TuneSettings(trials=args.trials, trials_per_batch=args.trials_per_batch, population_size=args.population,
-                        seed=args.seed, num_cores=args.cores, checkpoint=args.checkpoint, draft=args.draft,
-                        search_device=args.search_device,
+                        seed=args.seed, num_cores=args.cores, checkpoint=args.checkpoint,
+                        pruner=PrunerSettings(draft=args.draft, search_device=args.search_device),
                         measure=MeasureSettings(build_workers=args.cores))
     reports, compiled = {}, {}
     with tempfile.TemporaryDirectory() as tmp:
         root = args.work_dir or Path(tmp)
         for cost_model in ("pruner", "xgb"):
-            s = base if cost_model == "pruner" else replace(base, cost_model="xgb", checkpoint=None, draft=None,
-                                                            search_device=None)
+            s = base if cost_model == "pruner" else replace(base, cost_model="xgb", checkpoint=None,
+                                                            pruner=PrunerSettings())
             # a fresh run each time: tune would continue a database left in the directory
             shutil.rmtree(root / cost_model, ignore_errors=True)
             reports[cost_model], compiled[cost_model] = tune_network(network, root / cost_model, s)

@@ -77,7 +77,7 @@ def main() -> None:
         print(json.dumps(one(args.one, str(args.store), args.steps, args.batch, args.device)))
         return
     if args.store is None:
-        from pruner_offline.cli import ensure_store
+        from pruner_offline.cli.stores import ensure_store
 
         args.store = ensure_store(args.data, REPO / "runs" / "features", jobs=2, quiet=True)
     results: dict[str, dict] = {}

@@ -82,8 +82,9 @@ def spread(ratios: list[float], draws: int = 2000) -> str:
 
 def make_past(past: Path, trials: int, population: int) -> None:
     """XGB tuning runs of the other shapes: what a user's earlier work directories hold."""
-    from pruner_offline.tuning.run import TuneSettings, tune
-    from pruner_offline.tuning.workloads import OTHER_SHAPES, named_workload
+    from pruner_offline.tuning.frontends.workloads import OTHER_SHAPES, named_workload
+    from pruner_offline.tuning.run.workload import tune
+    from pruner_offline.tuning.settings import TuneSettings
 
     for name in OTHER_SHAPES:  # tune finishes a run cut short, and measures nothing for one that finished
         r = tune(named_workload(name), name, past / name,
@@ -96,7 +97,7 @@ def check_disjoint(past: Path, workloads: list[str]) -> int:
     from tvm.s_tir import meta_schedule as ms
 
     from pruner_offline.sources.metaschedule_runs import MetaScheduleRunsSource
-    from pruner_offline.tuning.workloads import named_workload
+    from pruner_offline.tuning.frontends.workloads import named_workload
 
     source = MetaScheduleRunsSource(past)
     seen = {source.programs(u).task_key for u in source.units()}
@@ -117,18 +118,19 @@ def pretrain(past: Path, out: Path, cpu: str) -> Path:
 
 
 def run_one(wl: str, model: str, seed: int, args, checkpoint: Path) -> dict:
-    from pruner_offline.tuning.run import TuneSettings, tune
-    from pruner_offline.tuning.workloads import named_workload
+    from pruner_offline.tuning.frontends.workloads import named_workload
+    from pruner_offline.tuning.run.workload import tune
+    from pruner_offline.tuning.settings import PrunerSettings, TuneSettings
 
     common = dict(trials=args.trials, trials_per_batch=args.trials_per_batch, population_size=args.population,
                   seed=seed)
     if model.startswith("pruner"):
         online = model == "pruner-online"
-        s = TuneSettings(cost_model="pruner", checkpoint=str(checkpoint), verify_max=args.verify_max,
-                         structure_cap=args.structure_cap, calibrate=args.calibrate, explore=args.explore,
-                         in_task_trees=args.in_task_trees,
-                         online_epochs=args.online_epochs if online else 0, online_method=args.online_method,
-                         search=args.search, **common)
+        pruner = PrunerSettings(verify_max=args.verify_max, structure_cap=args.structure_cap,
+                                calibrate=args.calibrate, explore=args.explore, in_task_trees=args.in_task_trees,
+                                online_epochs=args.online_epochs if online else 0,
+                                online_method=args.online_method, search=args.search)
+        s = TuneSettings(cost_model="pruner", checkpoint=str(checkpoint), pruner=pruner, **common)
     else:
         s = TuneSettings(cost_model=model, **common)
     work_dir = args.out / "runs" / f"{wl}-{model}-{seed}"
@@ -213,8 +215,8 @@ def tables(runs: list[dict], models: list[str], budgets: list[int]) -> str:
 
 
 def main() -> None:
-    from pruner_offline.tuning.settings import SEARCHES, TuneSettings
-    from pruner_offline.tuning.workloads import WORKLOADS
+    from pruner_offline.tuning.settings import SEARCHES, PrunerSettings
+    from pruner_offline.tuning.frontends.workloads import WORKLOADS
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--workloads", nargs="+", choices=list(WORKLOADS),
@@ -227,11 +229,11 @@ def main() -> None:
     ap.add_argument("--population", type=int, default=128, help="evolutionary search population (MetaSchedule: 512)")
     ap.add_argument("--verify-max", type=int, default=32)
     # tune's own defaults; runs with other values belong in another --out
-    ap.add_argument("--structure-cap", type=int, default=TuneSettings.structure_cap, help="tune --structure-cap")
-    ap.add_argument("--calibrate", action=argparse.BooleanOptionalAction, default=TuneSettings.calibrate,
+    ap.add_argument("--structure-cap", type=int, default=PrunerSettings.structure_cap, help="tune --structure-cap")
+    ap.add_argument("--calibrate", action=argparse.BooleanOptionalAction, default=PrunerSettings.calibrate,
                     help="tune --calibrate")
-    ap.add_argument("--explore", type=int, default=TuneSettings.explore, help="tune --explore")
-    ap.add_argument("--in-task-trees", type=int, default=TuneSettings.in_task_trees, help="tune --in-task-trees")
+    ap.add_argument("--explore", type=int, default=PrunerSettings.explore, help="tune --explore")
+    ap.add_argument("--in-task-trees", type=int, default=PrunerSettings.in_task_trees, help="tune --in-task-trees")
     ap.add_argument("--online-epochs", type=int, default=5)
     ap.add_argument("--online-method", choices=("guarded", "retrain", "moa"), default="guarded")
     ap.add_argument("--search", choices=SEARCHES, default=SEARCHES[0], help="our models' search strategy "

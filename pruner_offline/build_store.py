@@ -24,7 +24,7 @@ import numpy as np
 from .errors import BadInput
 from .features import EXTRACTABLE_SCHEMAS, FEATURE_SCHEMA_VERSION, DeviceConstants
 from .executors import Executor, LocalExecutor
-from .features.devices import device_for, device_to_json
+from .devices import device_for, device_to_json
 from .sources import ProgramSource, SourceError, Unit, open_source
 from .sources.base import SourceProgram
 from .store.parts import check_manifest, done_indices, lazy_part, part_path, write_part

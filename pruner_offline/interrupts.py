@@ -9,7 +9,7 @@ A tuning run is different: MetaSchedule's loop runs in C++ and calls back into P
 exception raised in a callback while TVM's worker threads and process pools are live ended in a
 segfault or a hang on their shutdown (a fuzzing pass saw both). Everything a run has measured is
 already in its database, appended record by record, and the same command continues from it
-(tuning/resume.py), so ``exit_at_once`` leaves without unwinding through TVM.
+(tuning/run/resume.py), so ``exit_at_once`` leaves without unwinding through TVM.
 """
 
 from __future__ import annotations

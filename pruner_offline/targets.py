@@ -63,7 +63,7 @@ def record_target(target: str, hw: Optional[HardwareParams]) -> tvm.target.Targe
     return tvm.target.Target(spec)
 
 
-# The compute capability nvcc builds for, of the GPUs the draft score knows (features/devices.py)
+# The compute capability nvcc builds for, of the GPUs the draft score knows (devices.py)
 CUDA_ARCH = {"k80": "sm_37", "t4": "sm_75", "titanv": "sm_70", "v100": "sm_70", "a100": "sm_80", "h100": "sm_90",
              "h200": "sm_90", "orin": "sm_87"}
 

@@ -17,7 +17,7 @@ import h5py
 import numpy as np
 import torch
 
-from pruner_offline.features.devices import DEVICES, device_to_json
+from pruner_offline.devices import DEVICES, device_to_json
 from pruner_offline.store.schema import UnitFeatures
 from pruner_offline.store.writer import write_store
 

@@ -12,7 +12,7 @@ import pytest
 
 from pruner_offline.cli import main
 from pruner_offline.features import get_device
-from pruner_offline.features.devices import device_from_json, device_to_json
+from pruner_offline.devices import device_from_json, device_to_json
 from pruner_offline.training.export import ModelFileError, check_same_devices, load_model, model_device
 
 from conftest import REPO
@@ -165,7 +165,7 @@ def test_python_api_loads_the_bundled_checkpoints_for_tvm():
     """What a TVM user does by hand: load our cost model and pass it to tune_tir themselves."""
     from tvm.s_tir.meta_schedule.cost_model import CostModel
 
-    from pruner_offline.tuning.cost_model import PrunerCostModel
+    from pruner_offline.tuning.cost_model.pruner import PrunerCostModel
 
     model = PrunerCostModel.from_checkpoint(CHECKPOINTS / "pacm.pt", draft=CHECKPOINTS / "draft.pt",
                                             target_kind="llvm")
@@ -182,11 +182,11 @@ def test_a_tvm_user_tunes_with_our_cost_model_through_tune_tir(tmp_path):
     from tvm.s_tir import meta_schedule as ms
 
     from pruner_offline.targets import tuning_target
-    from pruner_offline.measure.session import make_builder, make_runner
-    from pruner_offline.tuning.cost_model import PrunerCostModel
-    from pruner_offline.tuning.search import DraftThenVerifySearch
+    from pruner_offline.measure.measurers import make_builder, make_runner
+    from pruner_offline.tuning.cost_model.pruner import PrunerCostModel
+    from pruner_offline.tuning.search.draft_verify import DraftThenVerifySearch
     from pruner_offline.measure.settings import MeasureSettings
-    from pruner_offline.tuning.workloads import named_workload
+    from pruner_offline.tuning.frontends.workloads import named_workload
 
     model = PrunerCostModel.from_checkpoint(CHECKPOINTS / "pacm.pt", target_kind="llvm")
     measure = MeasureSettings()

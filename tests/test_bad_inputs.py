@@ -122,6 +122,27 @@ def test_hostile_record_files_keep_every_good_record_and_say_where_the_bad_ones_
     assert sum(f[0].endswith("b.json") and f[2].startswith("bad costs") for f in failures) == len(b)
 
 
+def test_info_and_featurize_agree_on_records_with_negative_zero_and_non_finite_costs(tenset_mini, tmp_path, capsys):
+    a = bi.lines_of(bi.pool_files(tenset_mini)[0])
+    costs = {1: [-1e-3], 2: [0], 3: [0.0, 1e-3], 4: [], 5: [float("inf")], 6: [1e-3, float("nan")]}
+    lines = [bi.with_result(line, costs[i]) if i in costs else line for i, line in enumerate(a)]
+    lines[7] = bi.with_result(a[7], [1e10], error_no=4)  # a failure, which both count as one
+    ds = bi.dataset(tenset_mini, tmp_path / "ds", {"a.json": lines})
+    code, text, _ = cli(capsys, "info", ds, "--json", "--quiet")
+    assert code == 0
+    info = json.loads(text.splitlines()[-1])
+    code, text, _ = cli(capsys, "featurize", ds, "--out", tmp_path / "s.h5", "--quiet")
+    assert code == 0
+    feat = json.loads(text.splitlines()[-1])
+    # json writes inf and nan as Infinity and NaN, which the record reader refuses as unreadable lines
+    assert info["bad_lines"] == feat["bad_lines"] == 2
+    assert info["rejected_records"] == feat["failure_reasons"]["bad costs"] == 4
+    assert info["records"] == feat["records"] == len(a) - 2
+    assert info["failed_records"] == 1
+    assert info["records"] - info["rejected_records"] == feat["replayed"]
+    assert all(":" in e and "bad costs" in e for e in info["rejected_examples"])
+
+
 def test_non_finite_features_are_a_located_failure_at_featurize_time(tenset_mini, tmp_path, capsys, monkeypatch):
     import pruner_offline.features.extract as extract
 
@@ -462,7 +483,7 @@ def test_an_internal_error_is_reported_as_a_bug_with_its_traceback_in_a_log(tens
     def broken(*args, **kwargs):
         return 1 / 0
 
-    monkeypatch.setattr("pruner_offline.cli.summarize", broken)
+    monkeypatch.setattr("pruner_offline.cli.info.summarize", broken)
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the log goes
     code, _, error = cli(capsys, "info", tenset_mini, "--quiet")
     assert code == 70 and "internal error (ZeroDivisionError: division by zero): this is a bug" in error
@@ -476,7 +497,7 @@ def test_an_interrupt_is_one_line_and_its_own_exit_code(tenset_mini, capsys, mon
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("pruner_offline.cli.summarize", interrupted)
+    monkeypatch.setattr("pruner_offline.cli.info.summarize", interrupted)
     code, _, error = cli(capsys, "info", tenset_mini, "--quiet")
     assert code == 130 and error == "pruner-train: interrupted"
 
@@ -486,7 +507,7 @@ def test_printed_json_is_strict():
         raise ValueError(name)
 
     assert dumps({"a": math.nan, "b": [math.inf, 1.5], "c": "x"}) == '{"a": null, "b": [null, 1.5], "c": "x"}'
-    from pruner_offline.tuning.run import TuneReport
+    from pruner_offline.tuning.run.workload import TuneReport
 
     report = TuneReport("matmul", "llvm", "random", 0, math.inf, [], [], [], 0.0, 0.0, [], 0.0, {}, None, "w")
     assert json.loads(report.to_json(), parse_constant=refuse)["best_latency_s"] is None

@@ -10,7 +10,7 @@ from tvm.s_tir.meta_schedule.builder import BuilderInput
 
 from pruner_offline.targets import tuning_target
 from pruner_offline.measure.builder import PooledBuilder
-from pruner_offline.tuning.workloads import named_workload
+from pruner_offline.tuning.frontends.workloads import named_workload
 
 
 def _thread_bound() -> tvm.IRModule:

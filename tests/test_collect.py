@@ -2,6 +2,7 @@
 machine, a kill -9 and a rerun, a TVM RPC tracker and server on 127.0.0.1, kernels that hang and
 crash their worker."""
 
+import gzip
 import json
 import os
 import shutil
@@ -59,8 +60,19 @@ def test_collect_measures_distinct_programs_that_info_and_featurize_read(tmp_pat
     assert manifest["settings"]["measure"]["cpu_cache_flush"] is True
     assert manifest["settings"]["target"]["kind"] == "llvm" and manifest["machine"]["tvm"]
     assert manifest["runs"][-1]["measured"] == 20 and manifest["runs"][-1]["ended"]
+    [task] = manifest["runs"][-1]["tasks"]
+    assert task["name"] == "matmul-small" and task["origin"] == "built-in" and task["weight"] == 1
     info = _run("info", str(out), "--json")
     assert info.returncode == 0 and json.loads(info.stdout.splitlines()[-1])["records"] == 20
+    # shipped gzipped (datasets/cpu-collect), the database reads the same
+    packed = tmp_path / "packed"
+    packed.mkdir()
+    for name in ("database_workload.json", "database_tuning_record.json"):
+        with open(out / name, "rb") as fin, gzip.open(packed / f"{name}.gz", "wb") as fout:
+            shutil.copyfileobj(fin, fout)
+    info = _run("info", str(packed), "--json")
+    assert info.returncode == 0, info.stderr
+    assert json.loads(info.stdout.splitlines()[-1])["records"] == 20
     store = tmp_path / "c.h5"
     feat = _run("featurize", str(out), "--out", str(store), "--quiet")
     assert feat.returncode == 0, feat.stderr
@@ -103,6 +115,39 @@ def test_collect_killed_with_sigkill_and_rerun_ends_with_exactly_the_programs_as
     assert len({json.dumps(r) for r in records}) == 48
     manifest = json.loads((out / "collect.json").read_text())
     assert manifest["runs"][0]["ended"] is None and manifest["runs"][1]["measured"] == 48 - held
+    # a store of the collection knows the network of every task: holdout:mlp splits by it
+    from pruner_offline.sources.metaschedule import MetaScheduleSource
+
+    networks = MetaScheduleSource(out).networks()
+    workloads = [json.loads(line)[0] for line in (out / "database_workload.json").read_text().splitlines()]
+    assert sorted(networks) == sorted(f"ms:{w}|llvm" for w in workloads)
+    assert all(list(n) == ["mlp"] and min(n.values()) >= 1 for n in networks.values())
+
+
+def test_random_programs_replay_as_the_search_replays_the_records_it_starts_from(tmp_path):
+    """The evolutionary search starts from measured records, replayed without their postprocessing
+    and postprocessed again: a random draw must mark where its postprocessing starts, or the
+    replay applies it twice (a conv's loops no longer match: TVM stops the run)."""
+    import tvm_ffi
+    from tvm import s_tir
+    from tvm.s_tir import meta_schedule as ms
+
+    from pruner_offline.collect.sampler import TaskSampler
+    from pruner_offline.targets import tuning_target
+    from pruner_offline.tuning.frontends.workloads import named_workload
+
+    mod, target = named_workload("conv2d"), tuning_target("llvm", 2, None)
+    database = ms.database.JSONDatabase(work_dir=str(tmp_path))
+    sampler = TaskSampler(mod, target, database, seed=3, random_fraction=1.0, batch=8, population_size=16,
+                          num_threads=2, seen=set())
+    drawn = sampler.next_batch(8)
+    assert len(drawn) == 8 and sampler.counts.random == 8
+    for cand in drawn:
+        again = s_tir.Schedule(mod)
+        cand.sch.trace.apply_to_schedule(again, remove_postproc=True)
+        assert all(p.apply(again) for p in sampler.context.space_generator.postprocs)
+        assert tvm_ffi.structural_hash(again.mod) == tvm_ffi.structural_hash(cand.sch.mod)
+    sampler.close()
 
 
 def test_shards_split_the_tasks_between_them():
@@ -143,7 +188,7 @@ def _wait_for(ready, what: str, timeout: float = 60) -> None:
 def rpc_tracker():
     """A TVM RPC tracker and one server under key 'cpu-test', on 127.0.0.1 only, ended by the test."""
     pytest.importorskip("tornado", reason="TVM's RPC tracker needs tornado (the test extra installs it)")
-    from pruner_offline.measure.session import tracker_devices
+    from pruner_offline.measure.measurers import tracker_devices
     from pruner_offline.measure.settings import RPCSettings
 
     port = _free_port()
@@ -195,6 +240,17 @@ def test_collect_measures_through_a_tvm_rpc_tracker(tmp_path, rpc_tracker):
     assert len(wrong.stderr.strip().splitlines()) == 1
 
 
+def test_tune_measures_through_the_same_tracker(tmp_path, rpc_tracker):
+    done = _run("tune", "--workload", "matmul-small", "--trials", "4", "--trials-per-batch", "2", "--population", "16",
+                "--seed", "0", "--checkpoint", str(Path(__file__).resolve().parents[1] / "checkpoints" / "pacm.pt"),
+                "--search-device", "epyc-2vcpu", "--rpc-tracker", f"127.0.0.1:{rpc_tracker}", "--rpc-key", "cpu-test",
+                "--work-dir", str(tmp_path / "w"), "--quiet")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout.splitlines()[-1])
+    assert report["trials"] == 4 and 0 < report["best_latency_s"] < 1
+    assert len(_records(tmp_path / "w")) == 4
+
+
 def test_collect_refuses_a_tracker_nobody_runs(tmp_path):
     done = _run("collect", "--workload", "matmul-small", "--rpc-tracker", f"127.0.0.1:{_free_port()}",
                 "--rpc-key", "k", "--out", str(tmp_path / "c"))
@@ -239,7 +295,7 @@ def test_cuda_programs_of_a_real_search_build_with_nvcc_for_sm_90_without_a_gpu(
     from pruner_offline.collect.sampler import TaskSampler
     from pruner_offline.measure.builder import PooledBuilder
     from pruner_offline.targets import tuning_target
-    from pruner_offline.tuning.workloads import named_workload
+    from pruner_offline.tuning.frontends.workloads import named_workload
 
     target = tuning_target("cuda", 2, "h200")
     sampler = TaskSampler(named_workload("matmul-small"), target, ms.database.MemoryDatabase(), seed=0,

@@ -22,15 +22,15 @@ from pruner_offline.features.extract import featurize_prim_func
 from pruner_offline.features.symbols import PsaSymbols, TermBank, evaluate_terms, psa_symbols, unindexed_columns
 from pruner_offline.features.tir_walk import skeleton, walk
 from pruner_offline.targets import tuning_target
-from pruner_offline.tuning.calibration import StructureCalibration
-from pruner_offline.tuning.candidates import CandidateFeatures, features_batch
+from pruner_offline.tuning.cost_model.calibration import StructureCalibration
+from pruner_offline.tuning.cost_model.candidates import CandidateFeatures, features_batch
 from pruner_offline.tuning.context import make_context
-from pruner_offline.tuning.cost_model import PrunerCostModel
-from pruner_offline.tuning.ranking import draft_then_verify
-from pruner_offline.tuning.sampling import sample_candidates
-from pruner_offline.tuning.search import DraftThenVerifySearch
-from pruner_offline.tuning.spread import capped_order
-from pruner_offline.tuning.workloads import named_workload
+from pruner_offline.tuning.cost_model.pruner import PrunerCostModel
+from pruner_offline.tuning.cost_model.ranking import draft_then_verify
+from pruner_offline.tuning.search.sampling import sample_candidates
+from pruner_offline.tuning.search.draft_verify import DraftThenVerifySearch
+from pruner_offline.tuning.search.spread import capped_order
+from pruner_offline.tuning.frontends.workloads import named_workload
 
 from conftest import REPO
 from test_features import _matmul, gemm_shared_gpu

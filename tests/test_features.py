@@ -18,7 +18,7 @@ from tvm import s_tir, te, topi
 from pruner_offline.features import (DATAFLOW_COLUMNS, DATAFLOW_TOKENS, EXTRACTABLE_SCHEMAS, FEATURE_SCHEMA_VERSION,
                                      OP_TAGS, STATEMENT_COLUMNS, SYMBOL_COLUMNS, DeviceConstants, get_device)
 from pruner_offline.features.extract import featurize_prim_func
-from pruner_offline.features.devices import DEVICES, device_from_json, device_to_json
+from pruner_offline.devices import DEVICES, device_from_json, device_to_json
 from pruner_offline.features.symbols import psa_symbols
 from pruner_offline.features.tir_walk import walk
 
@@ -277,7 +277,7 @@ def test_cpu_score_charges_the_bounds_tests_of_inlined_padding():
     from pruner_offline.features.draft_score import statement_times
     from pruner_offline.features.symbols import psa_symbols
     from pruner_offline.features.tir_walk import walk
-    from pruner_offline.tuning.workloads import named_workload
+    from pruner_offline.tuning.frontends.workloads import named_workload
 
     sch = s_tir.Schedule(named_workload("depthwise"))
     separate = walk(sch.mod["main"]).rows

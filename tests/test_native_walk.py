@@ -19,8 +19,8 @@ from pruner_offline.features.native import compiled
 from pruner_offline.features.native_walk import fast_walk, walks
 from pruner_offline.features.tir_walk import walk
 from pruner_offline.sources.base import open_source
-from pruner_offline.tuning.sampling import sample_candidates
-from pruner_offline.tuning.workloads import named_workload
+from pruner_offline.tuning.search.sampling import sample_candidates
+from pruner_offline.tuning.frontends.workloads import named_workload
 
 from conftest import BUNDLED, SHARED
 from test_features import gemm_shared_gpu

@@ -13,17 +13,18 @@ import pytest
 import torch
 
 from pruner_offline.cli import main
-from pruner_offline.tuning.network_run import tune_network
-from pruner_offline.tuning.networks import MLP, NETWORKS, load_exported_program, named_network, torch_network
+from pruner_offline.tuning.run.network import tune_network
+from pruner_offline.tuning.frontends.torch_export import MLP, NETWORKS, load_exported_program, named_network, torch_network
 from pruner_offline.measure.settings import MeasureSettings
-from pruner_offline.tuning.settings import TuneSettings
+from pruner_offline.tuning.settings import PrunerSettings, TuneSettings
 
 from conftest import REPO
 
 
 def test_the_mlp_tunes_end_to_end_and_computes_what_torch_computes(tmp_path):
     torch.set_num_threads(1)
-    settings = TuneSettings(trials=3, trials_per_batch=1, population_size=16, seed=0, verify_max=4,
+    settings = TuneSettings(trials=3, trials_per_batch=1, population_size=16, seed=0,
+                            pruner=PrunerSettings(verify_max=4),
                             checkpoint=str(REPO / "checkpoints" / "pacm.pt"),
                             measure=MeasureSettings(build_workers=1, min_repeat_ms=1))
     report, compiled = tune_network(torch_network(named_network("mlp"), "mlp"), tmp_path / "work", settings)
@@ -53,7 +54,7 @@ def test_the_mlp_tunes_end_to_end_and_computes_what_torch_computes(tmp_path):
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
     assert not np.allclose(got, reference(-x).detach().numpy(), atol=1e-3)  # the check can tell outputs apart
 
-    # run again with a budget of 4: the 3 measured count, 1 more is measured (tuning/resume.py)
+    # run again with a budget of 4: the 3 measured count, 1 more is measured (tuning/run/resume.py)
     more = json.loads(tune_network(torch_network(named_network("mlp"), "mlp"), tmp_path / "work",
                                    replace(settings, trials=4))[0].to_json())
     assert more["resumed_trials"] == 3 and more["trials"] == 4 == sum(t["trials"] for t in more["tasks"])

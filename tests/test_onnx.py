@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from pruner_offline.cli import main
-from pruner_offline.tuning.network_run import tune_network
+from pruner_offline.tuning.run.network import tune_network
 from pruner_offline.measure.settings import MeasureSettings
-from pruner_offline.tuning.settings import TuneSettings
+from pruner_offline.tuning.settings import PrunerSettings, TuneSettings
 
 from conftest import REPO
 
@@ -56,13 +56,14 @@ def _mlp_onnx(path: Path, batch: int | str = 4) -> Path:
 
 
 def _settings(**kwargs) -> TuneSettings:
-    return TuneSettings(trials=2, trials_per_batch=1, population_size=16, seed=0, verify_max=4, num_cores=1,
+    return TuneSettings(trials=2, trials_per_batch=1, population_size=16, seed=0, pruner=PrunerSettings(verify_max=4),
+                        num_cores=1,
                         checkpoint=str(REPO / "checkpoints" / "pacm.pt"),
                         measure=MeasureSettings(build_workers=1, min_repeat_ms=1), **kwargs)
 
 
 def test_an_onnx_mlp_tunes_end_to_end_and_computes_what_numpy_computes(onnx, tmp_path):
-    from pruner_offline.tuning.onnx_network import onnx_network
+    from pruner_offline.tuning.frontends.onnx_model import onnx_network
 
     torch.set_num_threads(1)
     network = onnx_network(_mlp_onnx(tmp_path / "mlp.onnx"))

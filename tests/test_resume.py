@@ -1,4 +1,4 @@
-"""A tuning run stopped part way is continued by the same command (tuning/resume.py): the work
+"""A tuning run stopped part way is continued by the same command (tuning/run/resume.py): the work
 directory's database counts against --trials, a last line cut short is dropped, the cost model
 learns what was measured before, and the report counts it."""
 
@@ -18,9 +18,9 @@ from pruner_offline.errors import BadInput
 from pruner_offline.targets import tuning_target
 from pruner_offline.tenset.labels import FAILED_COST
 from pruner_offline.tuning.context import make_context
-from pruner_offline.tuning.cost_model import PrunerCostModel
-from pruner_offline.tuning.resume import PastTrials, learn_past, past_trials, repair_database
-from pruner_offline.tuning.workloads import named_workload
+from pruner_offline.tuning.cost_model.pruner import PrunerCostModel
+from pruner_offline.tuning.run.resume import PastTrials, learn_past, past_trials, repair_database
+from pruner_offline.tuning.frontends.workloads import named_workload
 
 CHECKPOINTS = Path(__file__).resolve().parents[1] / "checkpoints"
 RECORDS = "database_tuning_record.json"

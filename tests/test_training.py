@@ -143,6 +143,25 @@ def test_gbdt_is_saved_without_pickle_and_scores_as_trained(store, tmp_path, cap
         load_model(tmp_path / "bad.pt")
 
 
+def test_a_learning_curve_point_trains_on_a_seeded_sample_of_the_training_records(store):
+    from pruner_offline.errors import BadInput
+    from pruner_offline.training.data import StoreDataModule
+
+    def split(**kw):
+        dm = StoreDataModule(str(store), split="fold:0/4:1", **kw)
+        dm.setup("fit")
+        return dm
+
+    whole, small, again = split(), split(max_train_records=50), split(max_train_records=50)
+    assert len(whole.train_rows) > 50 and len(small.train_rows) == 50
+    assert set(small.train_rows) <= set(whole.train_rows) and list(small.train_rows) == list(again.train_rows)
+    # what is scored and validated on does not change with the training sample
+    assert list(small.test_rows) == list(whole.test_rows) and list(small.val_rows) == list(whole.val_rows)
+    assert len(split(max_train_records=10 ** 6).train_rows) == len(whole.train_rows)
+    with pytest.raises(BadInput, match="max_train_records"):
+        StoreDataModule(str(store), max_train_records=0)
+
+
 def test_validation_by_task_holds_whole_training_tasks(store):
     from pruner_offline.training.data import StoreDataModule
 

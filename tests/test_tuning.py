@@ -18,14 +18,14 @@ from pruner_offline.features import EXTRACTABLE_SCHEMAS, FEATURE_SCHEMA_VERSION
 from pruner_offline.training.export import ModelFileError, export_model
 from pruner_offline.training.module import CostModelModule
 from pruner_offline.training.normalize import fit_scales
-from pruner_offline.tuning.candidates import CandidateFeatures
-from pruner_offline.tuning.cost_model import PrunerCostModel, load_checkpoint
-from pruner_offline.tuning.online import AdaptUpdate
-from pruner_offline.tuning.ranking import draft_then_verify, verify_count
-from pruner_offline.tuning.run import make_cost_model
-from pruner_offline.tuning.sampling import sample_candidates
-from pruner_offline.tuning.settings import TuneSettings
-from pruner_offline.tuning.workloads import load_module, named_workload
+from pruner_offline.tuning.cost_model.candidates import CandidateFeatures
+from pruner_offline.tuning.cost_model.pruner import PrunerCostModel, load_checkpoint
+from pruner_offline.tuning.cost_model.online import AdaptUpdate
+from pruner_offline.tuning.cost_model.ranking import draft_then_verify, verify_count
+from pruner_offline.tuning.run.tasks import make_cost_model
+from pruner_offline.tuning.search.sampling import sample_candidates
+from pruner_offline.tuning.settings import PrunerSettings, TuneSettings
+from pruner_offline.tuning.frontends.workloads import load_module, named_workload
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -115,11 +115,12 @@ def test_the_search_can_rank_with_the_tuning_machines_constants(space, checkpoin
                         search_device="epyc-2vcpu")
     # a checkpoint whose constants count other cores than the run's says so, and what to do
     with pytest.warns(UserWarning, match=r"epyc-7452 \(32 cores\) for a run on 2: give --search-device"):
-        make_cost_model(TuneSettings(checkpoint=str(checkpoints[0]), num_cores=2, online_epochs=0))
+        make_cost_model(TuneSettings(checkpoint=str(checkpoints[0]), num_cores=2,
+                                     pruner=PrunerSettings(online_epochs=0)))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        model = make_cost_model(TuneSettings(checkpoint=str(checkpoints[0]), num_cores=2, online_epochs=0,
-                                             search_device="epyc-2vcpu"))
+        model = make_cost_model(TuneSettings(checkpoint=str(checkpoints[0]), num_cores=2,
+                                             pruner=PrunerSettings(online_epochs=0, search_device="epyc-2vcpu")))
     assert model.search_device.name == "epyc-2vcpu" and model.device.name == "epyc-7452"
 
 
@@ -232,7 +233,7 @@ def test_in_task_trees_learn_the_runs_own_order_and_join_the_verifier(space, che
     from scipy.stats import kendalltau, rankdata
     from tvm.s_tir.meta_schedule.runner import RunnerResult
 
-    from pruner_offline.tuning.in_task import InTaskTrees, _fit
+    from pruner_offline.tuning.cost_model.in_task import InTaskTrees, _fit
 
     def pooled(fs):  # sum, mean and max of each program's statement rows, as the trees see them
         return np.stack([np.concatenate([f.statements.sum(0), f.statements.mean(0), f.statements.max(0)]) for f in fs])
@@ -272,8 +273,8 @@ def test_a_network_runs_programs_are_labelled_within_their_own_task(space, check
     from tvm.s_tir.meta_schedule import _ffi_api
     from tvm.s_tir.meta_schedule.runner import RunnerResult
 
-    from pruner_offline.tuning.cost_model import task_key
-    from pruner_offline.tuning.in_task import InTaskTrees, task_throughput
+    from pruner_offline.tuning.cost_model.pruner import task_key
+    from pruner_offline.tuning.cost_model.in_task import InTaskTrees, task_throughput
 
     context, candidates = space
     # a second kernel of the network (the raw constructor: the Python one imports tensor intrinsics, ~20 s)

@@ -3,9 +3,21 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Optional
 
-# "guarded" first: the default (docs/adaptation.md says why)
-METHODS = ("guarded", "moa", "finetune", "scratch", "frozen")
+
+@dataclass(frozen=True)
+class MethodSpec:
+    name: str
+    tune_name: Optional[str]  # as `tune --online-method` offers it; None: not in tuning runs
+
+
+# "guarded" first: the default (docs/adaptation.md says why). In tuning runs, plain fine-tuning is
+# "retrain"; scratch throws the pretrained model away and frozen adapts nothing, so neither is offered.
+METHOD_SPECS = (MethodSpec("guarded", "guarded"), MethodSpec("moa", "moa"), MethodSpec("finetune", "retrain"),
+                MethodSpec("scratch", None), MethodSpec("frozen", None))
+METHODS = tuple(m.name for m in METHOD_SPECS)
+ONLINE_METHODS = {m.tune_name: m.name for m in METHOD_SPECS if m.tune_name}  # tune's name -> method
 
 
 @dataclass(frozen=True)

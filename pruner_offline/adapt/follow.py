@@ -18,7 +18,7 @@ from typing import Callable, Optional, Union
 import torch
 
 from ..errors import BadInput, why_not_loaded
-from ..features.devices import DeviceConstants
+from ..devices import DeviceConstants
 from ..sources.base import LiveProgram, LiveSource
 from ..tenset.records import BadLine
 from ..training.export import export_model, model_schema

@@ -49,7 +49,7 @@ import torch
 
 from ..training.data import gather_batch
 from ..training.module import CostModelModule
-from .config import AdaptConfig
+from .config import METHODS, AdaptConfig
 from .online import OnlineRecords
 
 def train_online(module: CostModelModule, online: OnlineRecords, cfg: AdaptConfig, seed: int,
@@ -65,7 +65,7 @@ def train_online(module: CostModelModule, online: OnlineRecords, cfg: AdaptConfi
     gen = np.random.default_rng(seed)
     torch.manual_seed(seed)
     # fused: one kernel for all parameters, a third of the per-parameter loop's time on a CPU
-    opt = torch.optim.Adam(module.parameters(), lr=cfg.lr, weight_decay=module.hparams.weight_decay, fused=True)
+    opt = module.optimizer(lr=cfg.lr, fused=True)
     module.train()
     for _ in range(cfg.epochs):
         order = rows[gen.permutation(n)]
@@ -77,7 +77,7 @@ def train_online(module: CostModelModule, online: OnlineRecords, cfg: AdaptConfi
             loss = module.loss_fn(module.fitted(b), b.y, b.task)
             opt.zero_grad()
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(module.parameters(), 0.5)
+            module.clip_gradient_norm()
             opt.step()
     # the pretrained correction is shrunk because it was fitted to other workloads
     # (training.module); fitted to this device's own records, it is trusted whole. Guarded keeps the
@@ -350,9 +350,13 @@ class Guarded(Method):
                 self.set_candidates()
 
 
+_CLASSES = {cls.name: cls for cls in (Guarded, MoA, FineTune, Scratch, Frozen)}
+if set(_CLASSES) != set(METHODS):  # config.METHODS names them for the command line, without torch
+    raise ImportError(f"adapt.config.METHODS {METHODS} and the method classes {tuple(_CLASSES)} disagree")
+
+
 def make_method(name: str, pretrained: CostModelModule, cfg: AdaptConfig) -> Method:
-    classes = {"guarded": Guarded, "moa": MoA, "finetune": FineTune, "scratch": Scratch, "frozen": Frozen}
     try:
-        return classes[name](pretrained, cfg)
+        return _CLASSES[name](pretrained, cfg)
     except KeyError:
         raise ValueError(f"unknown adaptation method {name!r}; choose from {', '.join(METHODS)}") from None

@@ -3,7 +3,7 @@ measured records or ``--follow`` on a live run)."""
 
 from __future__ import annotations
 
-from ..features.devices import DeviceConstants, device_to_json
+from ..devices import DeviceConstants, device_to_json
 from .methods import Method
 
 

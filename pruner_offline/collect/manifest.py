@@ -16,9 +16,10 @@ import tvm
 
 from ..atomic import atomic_write
 from ..errors import BadInput, dumps
+from ..sources.metaschedule import COLLECTION_MANIFEST
 from .settings import CollectSettings
 
-MANIFEST = "collect.json"
+MANIFEST = COLLECTION_MANIFEST
 FORMAT = 1
 # what must match for a rerun to add to a collection (programs_per_task may grow, a shard's
 # workers and timeouts may change)
@@ -79,8 +80,10 @@ def write_manifest(out: Path, data: dict) -> None:
         tmp.write_text(dumps(data, indent=1, sort_keys=True) + "\n")
 
 
-def start_run(out: Path, s: CollectSettings, target: tvm.target.Target, measured_on: str) -> dict:
-    """The manifest with this run begun: written before any program is measured."""
+def start_run(out: Path, s: CollectSettings, target: tvm.target.Target, measured_on: str, tasks: list[dict]) -> dict:
+    """The manifest with this run begun: written before any program is measured. tasks: what this
+    run collects for (name, workload hash, weight, origin), so that a collection of several
+    networks says which network each workload came from."""
     new = settings_json(s, target, measured_on)
     data = read_manifest(out)
     if data is None:
@@ -88,7 +91,8 @@ def start_run(out: Path, s: CollectSettings, target: tvm.target.Target, measured
     else:
         check_same(data, new, out)
         data["settings"] = new
-    data["runs"].append({"started": now(), "ended": None, "measured": 0, "seconds": 0.0, "machine": machine()})
+    data["runs"].append({"started": now(), "ended": None, "measured": 0, "seconds": 0.0, "machine": machine(),
+                         "tasks": tasks})
     write_manifest(out, data)
     return data
 

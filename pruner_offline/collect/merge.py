@@ -11,7 +11,7 @@ from typing import Sequence
 
 from ..errors import BadInput
 from ..sources.metaschedule import RECORD_FILE, WORKLOAD_FILE
-from ..tuning.resume import repair_database
+from ..tuning.run.resume import repair_database
 from .manifest import FORMAT, MANIFEST, check_same, read_manifest, write_manifest
 from .run import FAILURES
 from .settings import parse_shard

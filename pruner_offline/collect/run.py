@@ -5,7 +5,7 @@ Resuming is the database itself: a rerun of the same command counts what each ta
 measures only what is left, never a program it holds already (their structural hashes seed the
 sampler). A batch is appended only once all of it is measured, one whole line a record, so a run
 killed at any moment leaves whole records and at most a last line cut short, which the rerun drops
-(tuning/resume.py) before it goes on. Programs that fail are records too (run time 1e10, as
+(tuning/run/resume.py) before it goes on. Programs that fail are records too (run time 1e10, as
 MetaSchedule stores them), and why each failed goes to failures.jsonl beside the database.
 
 Measurement on this machine waits for the builds to end (a CPU timed while programs compile beside
@@ -30,10 +30,10 @@ from tvm.s_tir.meta_schedule.builder import BuilderInput
 
 from ..errors import dumps
 from ..measure.outcome import failure_reason
-from ..measure.session import check_measurable, run_measurers
+from ..measure.measurers import check_measurable, run_measurers
 from ..targets import tuning_target
 from ..tenset.labels import FAILED_COST
-from ..tuning.resume import repair_database
+from ..tuning.run.resume import repair_database
 from .manifest import end_run, start_run
 from .sampler import TaskSampler, program_hash
 from .settings import CollectSettings
@@ -140,7 +140,9 @@ def collect(tasks: list[CollectTask], out: str | Path, s: CollectSettings, *,
     notes = repair_database(out)
     measured_on = (f"rpc {s.measure.rpc.tracker_host}:{s.measure.rpc.tracker_port} key {s.measure.rpc.key}"
                    if s.measure.rpc else "local")
-    manifest = start_run(out, s, target, measured_on)
+    manifest = start_run(out, s, target, measured_on,
+                         [{"name": t.name, "workload": str(tvm_ffi.structural_hash(t.mod)), "weight": t.weight,
+                           "origin": t.origin} for t in mine])
     database = ms.database.JSONDatabase(work_dir=str(out))
     held = _held_programs(database)
     past = [held.get(int(tvm_ffi.structural_hash(t.mod)), []) for t in mine]

@@ -69,6 +69,9 @@ class TaskSampler:
             sch = s_tir.Schedule(self.context.mod, seed=int(self.rng.integers(1, 2**31 - 1)))
             try:
                 Trace(space.trace.insts, {}).apply_to_schedule(sch, remove_postproc=True)
+                # as MetaSchedule's own sampling marks it: a search that starts from this record
+                # replays it without what follows the mark, then runs the postprocessors again
+                sch.enter_postproc()
                 ok = all(p.apply(sch) for p in self.context.space_generator.postprocs)
             except tvm.TVMError:
                 ok = False

@@ -20,8 +20,8 @@ class CollectTask:
 
 
 def network_tasks(network, target: tvm.target.Target) -> list[CollectTask]:
-    """The kernels MetaSchedule would tune in a network (tuning.network_run.Network)."""
-    from ..tuning.network_run import inference_module, network_kernels
+    """The kernels MetaSchedule would tune in a network (tuning.frontends.network.Network)."""
+    from ..tuning.frontends.network import inference_module, network_kernels
 
     return [CollectTask(t.task_name, t.dispatched[0], int(t.weight), network.name)
             for t in network_kernels(inference_module(network), target, network.name)]
@@ -30,7 +30,7 @@ def network_tasks(network, target: tvm.target.Target) -> list[CollectTask]:
 def module_tasks(path: Path) -> list[CollectTask]:
     """One task per TIR module file (TVMScript, or TVM's JSON as .json); a directory: each file in it,
     in name order."""
-    from ..tuning.workloads import load_module
+    from ..tuning.frontends.workloads import load_module
 
     files = sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith(".")) if path.is_dir() else [path]
     if not files:
@@ -45,7 +45,7 @@ def module_tasks(path: Path) -> list[CollectTask]:
 
 
 def workload_tasks(names: list[str]) -> list[CollectTask]:
-    from ..tuning.workloads import named_workload
+    from ..tuning.frontends.workloads import named_workload
 
     return [CollectTask(n, named_workload(n), 1, "built-in") for n in names]
 

@@ -5,7 +5,7 @@ Only the TVM-free parts (schema, device constants) are re-exported here, so that
 evaluation from a store run where TVM is not installed; extraction is ``features.extract``.
 """
 
-from .devices import DEFAULT_DEVICE, DEVICES, DeviceConstants, get_device
+from ..devices import DEFAULT_DEVICE, DEVICES, DeviceConstants, get_device
 from .schema import (DATAFLOW_COLUMNS, DATAFLOW_TOKENS, EXTRACTABLE_SCHEMAS, FEATURE_SCHEMA_VERSION, OP_TAGS,
                      STATEMENT_COLUMNS, SYMBOL_COLUMNS)
 

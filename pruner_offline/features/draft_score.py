@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .devices import DeviceConstants
+from ..devices import DeviceConstants
 from .symbols import PsaSymbols
 
 _MIN_TIME_S = 1e-12  # keeps the score finite for programs with no modelled work

@@ -30,7 +30,7 @@ from typing import NamedTuple, Optional, Sequence
 import numpy as np
 from tvm import tirx
 
-from .devices import DeviceConstants, device_for
+from ..devices import DeviceConstants, device_for
 from .draft_score import row_scores
 from .gc_pause import gc_paused
 from .native_skeleton import skeletons

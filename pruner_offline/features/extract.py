@@ -8,7 +8,7 @@ import numpy as np
 from tvm import s_tir, tirx
 
 from .dataflow import dataflow_pattern
-from .devices import DeviceConstants, device_for
+from ..devices import DeviceConstants, device_for
 from .draft_score import analytic_score
 from .native_walk import fast_walk, walks
 from .op_tag import op_tag_embedding

@@ -7,7 +7,7 @@ from typing import Union
 import numpy as np
 
 from ..sources.base import SourceProgram
-from .devices import DeviceConstants
+from ..devices import DeviceConstants
 from .extract import ProgramFeatures, featurize_many
 from .schema import FEATURE_SCHEMA_VERSION
 

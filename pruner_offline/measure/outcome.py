@@ -1,9 +1,14 @@
-"""Why a program failed to build or run, in a word a summary can count by, from the message
-MetaSchedule's result carries."""
+"""What a measurement gave: why a program failed to build or run, in a word a summary can count
+by, from the message MetaSchedule's result carries; and the latency of one that ran."""
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from tvm.s_tir.meta_schedule.runner import RunnerResult
 
 # in the order they are tested: the first that matches names the failure
 _REASONS = (
@@ -26,3 +31,10 @@ def failure_reason(build_error: Optional[str], run_error: Optional[str]) -> Opti
         return None
     low = message.lower()
     return next(reason for s, word, reason in _REASONS if s == stage and word in low)
+
+
+def measured_seconds(result: RunnerResult) -> float:
+    """A candidate's latency, the mean of its runs; infinite when it failed to build or run."""
+    if result.error_msg is None and result.run_secs:
+        return float(np.mean([float(s) for s in result.run_secs]))
+    return float("inf")

@@ -9,11 +9,12 @@ the rest is read. A unit is one workload; the record file is read once per proce
 
 from __future__ import annotations
 
+import gzip
 import json
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterable, Iterator, Optional, Union
+from typing import BinaryIO, Iterable, Iterator, Optional, Union
 
 import numpy as np
 
@@ -24,6 +25,10 @@ from .base import LiveProgram, LiveSource, ProgramSource, SourceProgram, TailedF
 
 WORKLOAD_FILE = "database_workload.json"
 RECORD_FILE = "database_tuning_record.json"
+# a database shipped compressed (datasets/cpu-collect) holds these files gzipped, named NAME.gz
+GZIP_SUFFIX = ".gz"
+# beside a database that `collect` made: its settings, machine and runs, each run with its tasks
+COLLECTION_MANIFEST = "collect.json"
 # Ansor's "runtime error": MetaSchedule records a failed run as missing or 1e10 run times
 FAILED_ERROR_NO = 4
 
@@ -49,9 +54,21 @@ class MSRecordLine:
         return self.cost < FAILED_COST
 
 
+def database_file(root: Path, name: str) -> Path:
+    """root/name, or root/name.gz where only the compressed file is there."""
+    plain = root / name
+    packed = root / (name + GZIP_SUFFIX)
+    return packed if not plain.is_file() and packed.is_file() else plain
+
+
+def open_database_file(root: Path, name: str) -> BinaryIO:
+    path = database_file(root, name)
+    return gzip.open(path, "rb") if path.suffix == GZIP_SUFFIX else open(path, "rb")
+
+
 def is_metaschedule_database(path: Union[str, Path]) -> bool:
     p = Path(path)
-    return (p / WORKLOAD_FILE).is_file() and (p / RECORD_FILE).is_file()
+    return database_file(p, WORKLOAD_FILE).is_file() and database_file(p, RECORD_FILE).is_file()
 
 
 def _factors(value: object) -> bool:
@@ -104,7 +121,7 @@ def _check(obj: object) -> tuple[int, tuple[float, ...], str]:
 
 
 def _workload_lines(root: Path) -> list[bytes]:
-    with open(root / WORKLOAD_FILE, "rb") as f:
+    with open_database_file(root, WORKLOAD_FILE) as f:
         return [line for line in f if line.strip()]
 
 
@@ -112,7 +129,7 @@ def _checked_workload_lines(root: Path) -> list[bytes]:
     """The workload lines; with none, every tuning record would be dropped, so that is refused."""
     lines = _workload_lines(root)
     if not lines:
-        with open(root / RECORD_FILE, "rb") as f:
+        with open_database_file(root, RECORD_FILE) as f:
             if any(line.strip() for line in f):
                 raise BadInput(f"{root / WORKLOAD_FILE}: holds no workloads, but {RECORD_FILE} has tuning records, "
                                "each naming a line of it")
@@ -141,8 +158,8 @@ def parse_ms_lines(lines: Iterable[bytes], path: str, n_workloads: int,
 def read_ms_records(root: Union[str, Path]) -> Iterator[Union[MSRecordLine, BadLine]]:
     """Stream the tuning records of a database directory."""
     root = Path(root)
-    with open(root / RECORD_FILE, "rb") as f:
-        yield from parse_ms_lines(f, str(root / RECORD_FILE), len(_checked_workload_lines(root)))
+    with open_database_file(root, RECORD_FILE) as f:
+        yield from parse_ms_lines(f, str(database_file(root, RECORD_FILE)), len(_checked_workload_lines(root)))
 
 
 @lru_cache(maxsize=2)
@@ -152,9 +169,8 @@ def _grouped(root: str, _stamp: tuple) -> tuple[dict[int, list[MSRecordLine]], l
     workload_lines = _checked_workload_lines(Path(root))
     by_workload: dict[int, list[MSRecordLine]] = {}
     bad: list[BadLine] = []
-    path = Path(root) / RECORD_FILE
-    with open(path, "rb") as f:
-        for item in parse_ms_lines(f, str(path), len(workload_lines)):
+    with open_database_file(Path(root), RECORD_FILE) as f:
+        for item in parse_ms_lines(f, str(database_file(Path(root), RECORD_FILE)), len(workload_lines)):
             if isinstance(item, BadLine):
                 bad.append(item)
             else:
@@ -165,7 +181,8 @@ def _grouped(root: str, _stamp: tuple) -> tuple[dict[int, list[MSRecordLine]], l
 def grouped_records(db: Path) -> tuple[dict[int, list[MSRecordLine]], list[BadLine], list[bytes]]:
     """``_grouped`` of the database ``db``, keyed by its files' sizes and times: read again only
     when a tuning run has appended to it."""
-    return _grouped(str(db), tuple((p.stat().st_size, p.stat().st_mtime_ns) for p in (db / WORKLOAD_FILE, db / RECORD_FILE)))
+    files = (database_file(db, WORKLOAD_FILE), database_file(db, RECORD_FILE))
+    return _grouped(str(db), tuple((p.stat().st_size, p.stat().st_mtime_ns) for p in files))
 
 
 class _Workloads:
@@ -219,7 +236,26 @@ class MetaScheduleSource(ProgramSource):
         return is_metaschedule_database(path)
 
     def files(self) -> list[Path]:
-        return [self.root / WORKLOAD_FILE, self.root / RECORD_FILE]
+        return [database_file(self.root, WORKLOAD_FILE), database_file(self.root, RECORD_FILE)]
+
+    def networks(self) -> dict[str, dict[str, int]]:
+        """A collection's tasks by the network each came from (collect.json: runs[].tasks), so that
+        stores of it split by network (holdout:NET); a network file is named by its stem."""
+        path = self.root / COLLECTION_MANIFEST
+        if not path.is_file():
+            return {}
+        try:
+            manifest = json.loads(path.read_text())
+            kind = manifest["settings"]["target_kind"]
+            tasks = [t for run in manifest["runs"] for t in run.get("tasks", [])]
+            out: dict[str, dict[str, int]] = {}
+            for t in tasks:
+                origin = str(t["origin"])
+                network = Path(origin).stem if origin.endswith((".pt2", ".onnx")) else origin
+                out.setdefault(f"ms:{t['workload']}|{kind}", {})[network] = int(t["weight"])
+            return out
+        except (ValueError, KeyError, TypeError) as exc:
+            raise BadInput(f"{path}: not a collection manifest ({type(exc).__name__}: {exc})") from None
 
     def units(self, device: Optional[str] = None, include_unmeasured: bool = False) -> list[Unit]:
         if device is not None and device != self.root.name:

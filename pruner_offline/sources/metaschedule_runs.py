@@ -19,8 +19,8 @@ import numpy as np
 
 from ..tenset.labels import task_labels
 from .base import ProgramSource, SourceError, Unit, UnitPrograms, register_source
-from .metaschedule import (RECORD_FILE, WORKLOAD_FILE, MSRecordLine, _program, _Workloads, grouped_records,
-                           is_metaschedule_database)
+from .metaschedule import (GZIP_SUFFIX, RECORD_FILE, WORKLOAD_FILE, MSRecordLine, _program, _Workloads,
+                           database_file, grouped_records, is_metaschedule_database)
 
 
 def find_databases(root: Path) -> list[Path]:
@@ -36,7 +36,7 @@ def find_databases(root: Path) -> list[Path]:
             dirs.clear()
             continue
         entered.add(real)
-        if WORKLOAD_FILE in files and Path(top) != root and is_metaschedule_database(Path(top)):
+        if (WORKLOAD_FILE in files or WORKLOAD_FILE + GZIP_SUFFIX in files) and Path(top) != root and is_metaschedule_database(Path(top)):
             found.append(Path(top))
     return sorted(found)
 
@@ -79,13 +79,13 @@ class MetaScheduleRunsSource(ProgramSource):
         return find_databases(self.root)
 
     def files(self) -> list[Path]:
-        return [db / name for db in self.databases() for name in (WORKLOAD_FILE, RECORD_FILE)]
+        return [database_file(db, name) for db in self.databases() for name in (WORKLOAD_FILE, RECORD_FILE)]
 
     def _task_list(self) -> list[tuple[str, str, list[_Part]]]:
         dbs = self.databases()
         if not dbs:
             raise SourceError(f"{self.root}: no MetaSchedule database ({WORKLOAD_FILE} + {RECORD_FILE}) under it")
-        return _tasks(str(self.root), _stamp([db / f for db in dbs for f in (WORKLOAD_FILE, RECORD_FILE)]))
+        return _tasks(str(self.root), _stamp([database_file(db, f) for db in dbs for f in (WORKLOAD_FILE, RECORD_FILE)]))
 
     def units(self, device: Optional[str] = None, include_unmeasured: bool = False) -> list[Unit]:
         if device is not None and device != self.root.name:

@@ -12,7 +12,7 @@ from typing import Iterator, Optional, Sequence, Union
 import h5py
 import numpy as np
 
-from ..features.devices import device_from_json
+from ..devices import device_from_json
 from ..tenset.step_vectors import STEP_DIM
 from .schema import (DENSE_ARRAYS, INDEX_DATASETS, RECORD_ARRAYS, ROW_SHAPES, STATEMENT_ARRAYS, STORE_FORMAT,
                      LazyUnit, StoreError, UnitFeatures, UnitHeader)

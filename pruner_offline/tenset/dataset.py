@@ -18,7 +18,7 @@ from typing import Callable, Iterator, Optional, Sequence, Union
 import numpy as np
 
 from ..errors import BadInput
-from .labels import TENSET_MIN_RECORDS, FailedPolicy, mean_costs, task_labels
+from .labels import TENSET_MIN_RECORDS, FailedPolicy, cost_problem, mean_costs, task_labels
 from .records import MEASURE_ERRORS, BadLine, Record, read_records
 from .steps import STEP_CODES
 from .tasks import NetworkTasks, Task, load_all_tasks, load_network_tasks
@@ -185,6 +185,10 @@ class DatasetSummary:
     records: int
     failed_records: int
     failures_by_reason: dict[str, int]
+    # successes (error_no 0) without a positive, finite time: featurize leaves them out
+    # (labels.cost_problem), so they count neither as measured nor as failed
+    rejected_records: int
+    rejected_examples: list[str]
     unknown_task_records: int
     mixed_task_records: int
     bad_lines: int
@@ -202,6 +206,8 @@ class DatasetSummary:
             "records": self.records,
             "failed_records": self.failed_records,
             "failures_by_reason": self.failures_by_reason,
+            "rejected_records": self.rejected_records,
+            "rejected_examples": self.rejected_examples,
             "unknown_task_records": self.unknown_task_records,
             "mixed_task_records": self.mixed_task_records,
             "bad_lines": self.bad_lines,
@@ -230,8 +236,9 @@ def summarize(
     targets: Counter = Counter()
     failures: Counter = Counter()
     steps: Counter = Counter({code: 0 for code in STEP_CODES})
-    records = failed = unknown = mixed = bad = small = unmeasured = 0
+    records = failed = rejected = unknown = mixed = bad = small = unmeasured = 0
     examples: list[str] = []
+    rejected_examples: list[str] = []
     files = layout.record_files()
     for dev, path in files + [(UNMEASURED, f) for f in layout.unmeasured_files()]:
         n_file = 0
@@ -257,6 +264,12 @@ def summarize(
             if item.error_no != 0:
                 failed += 1
                 failures[MEASURE_ERRORS.get(item.error_no, f"error_{item.error_no}")] += 1
+            else:
+                problem = cost_problem(item.costs, item.error_no)
+                if problem:
+                    rejected += 1
+                    if len(rejected_examples) < max_examples:
+                        rejected_examples.append(f"{item.source}: {problem}")
             devices[dev] += 1
             targets[item.target] += 1
         if dev == UNMEASURED:
@@ -278,6 +291,8 @@ def summarize(
         records=records,
         failed_records=failed,
         failures_by_reason=dict(failures),
+        rejected_records=rejected,
+        rejected_examples=rejected_examples,
         unknown_task_records=unknown,
         mixed_task_records=mixed,
         bad_lines=bad,

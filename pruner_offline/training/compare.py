@@ -9,7 +9,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from ..models.gbdt import TreeEnsemble, fit_gbdt, pooled_features
-from ..models.registry import MODEL_NAMES
+from ..models.registry import MODEL_NAMES, model_spec
 from ..store.reader import FeatureStore
 from .evaluate import evaluate_module, reference_metrics, split_data
 from .export import export_gbdt
@@ -44,12 +44,13 @@ def train_models(store: Path, split: str, out_dir: Path, models: Sequence[str], 
     last: Optional[PretrainResult] = None
     has_steps = FeatureStore(store).has_step_vectors()
     for name in models:
-        if name == "tlp" and not has_steps:
+        spec = model_spec(name)
+        if spec.reads_steps and not has_steps:
             # TLP reads only the Ansor steps: trained on the zeros a MetaSchedule store holds, it
             # would be written as a model file that ranks nothing
             results[name] = {"skipped": "no Ansor steps in this store (MetaSchedule traces): TLP has nothing to read"}
             continue
-        r = (train_gbdt(store, split, seed, out_dir) if name == "gbdt" else
+        r = (train_gbdt(store, split, seed, out_dir) if spec.network is None else
              pretrain(store, name, split, out_dir, max_epochs=max_epochs, seed=seed,
                       feature_schema=feature_schema, progress=progress, quiet=quiet, **lightning))
         if r is None:  # another rank of a multi-process run: rank 0 reports

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
+from ..errors import BadInput
 from ..models.batch import Batch, make_batch
 from ..store.reader import FeatureStore, RowReader, StoreData, StoreTables, chunks_of, statement_index, take
 from ..tenset.splits import SplitError, parse_split
@@ -125,8 +126,14 @@ class StoreDataModule(L.LightningDataModule):
     def __init__(self, store: str = "", split: str = "within_task", batch_size: int = 512,
                  val_fraction: float = 0.1, seed: int = 0, num_workers: int = 0,
                  feature_schema: Optional[str] = None, with_steps: bool = False, in_memory: bool = False,
-                 chunk_rows: int = 4096, buffer_chunks: int = 4, val_by_task: bool = False):
+                 chunk_rows: int = 4096, buffer_chunks: int = 4, val_by_task: bool = False,
+                 max_train_records: Optional[int] = None):
+        """``max_train_records``: train on a seeded sample of that many of the split's training
+        records (a learning curve: what more data buys), all where there are fewer."""
         super().__init__()
+        if max_train_records is not None and max_train_records < 1:
+            raise BadInput(f"data.max_train_records must be at least 1, not {max_train_records}")
+        self.max_train_records = max_train_records
         self.store, self.split, self.seed = store, split, seed
         self.batch_size, self.num_workers = batch_size, num_workers
         self.val_fraction, self.val_by_task = val_fraction, val_by_task
@@ -148,6 +155,9 @@ class StoreDataModule(L.LightningDataModule):
         except SplitError as exc:
             raise SplitError(f"{self.store}: {exc}") from None
         self.train_rows, self.val_rows, self.test_rows = split.train, split.val, split.test
+        if self.max_train_records is not None and len(self.train_rows) > self.max_train_records:
+            keep = np.random.default_rng(self.seed).choice(len(self.train_rows), self.max_train_records, replace=False)
+            self.train_rows = self.train_rows[np.sort(keep)]
         self.n_labelled = split.labelled
         if not len(self.test_rows) or (not len(self.train_rows) and stage not in ("test", "predict")):
             # scoring only needs test records: the model brings its own scales

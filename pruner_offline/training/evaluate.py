@@ -10,6 +10,7 @@ from typing import Optional
 import numpy as np
 
 from ..models.metrics import peak_score, ranking_report
+from ..models.registry import model_spec
 from .data import StoreDataModule
 from .export import check_same_devices, load_model, trained_on_other_kinds
 from .module import CostModelModule
@@ -100,7 +101,7 @@ def evaluate_model_file(model_file: Path, store: Path, split: Optional[str] = No
         warnings.warn(f"{model_file} was trained on {', '.join(trained)} programs and {store} holds "
                       f"{', '.join(sorted(held))} ones: a cross-target evaluation", stacklevel=2)
     split = split or default_split(model_meta, store, store_meta)
-    dm = split_data(store, split, seed, with_steps=module.hparams.get("model") == "tlp")
+    dm = split_data(store, split, seed, with_steps=model_spec(module.hparams.get("model", "pacm")).reads_steps)
     return evaluate_module(module, dm), dm, split
 
 

@@ -156,7 +156,7 @@ def recorded_devices(meta: dict) -> dict[str, dict]:
 
 
 def _check_devices(path: Union[str, Path], meta: dict) -> None:
-    from ..features.devices import device_from_json
+    from ..devices import device_from_json
 
     for kind, d in recorded_devices(meta).items():
         try:
@@ -178,7 +178,7 @@ def model_device(target_kind: str, model_files: dict[str, dict], device=None, op
     ``model_files`` (path -> meta): the models' own; ``device`` (given as ``option``) only where it
     agrees with them or they recorded none. A model of other target kinds is refused unless
     ``other_kinds`` (adapting a model to another target is a use of its own)."""
-    from ..features.devices import DeviceConstants, device_for, device_from_json, differences
+    from ..devices import DeviceConstants, device_for, device_from_json, differences
 
     recorded: dict[str, DeviceConstants] = {}
     for path, meta in model_files.items():
@@ -208,7 +208,7 @@ def check_same_devices(model: Union[str, Path], model_meta: dict, data: Union[st
     The draft score (and the learned draft model reading it) depends on the constants: features of
     another device would be scored on a scale the model never saw.
     """
-    from ..features.devices import describe_devices, device_from_json, differences
+    from ..devices import describe_devices, device_from_json, differences
 
     mine = recorded_devices(model_meta)
     # as read back: a file made before a constant existed holds none, which reads as its default

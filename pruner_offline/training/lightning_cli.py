@@ -3,17 +3,17 @@ the plain LightningCLI over the same module and data, for users who drive Lightn
 
 from lightning.pytorch.cli import LightningCLI
 
+from ..models.registry import model_spec
 from .data import StoreDataModule
 from .module import CostModelModule
 
 
 def _reads_steps(model: str) -> bool:
-    return model == "tlp"
+    return model_spec(model).reads_steps
 
 
 class CostModelCLI(LightningCLI):
     def add_arguments_to_parser(self, parser) -> None:
-        # the step vectors are most of a store's bytes and only TLP reads them
         parser.link_arguments("model.model", "data.with_steps", compute_fn=_reads_steps)
 
 

@@ -12,7 +12,7 @@ from ..errors import BadInput
 from ..models.batch import Batch
 from ..models.losses import LOSSES
 from ..models.metrics import ranking_report
-from ..models.registry import build_model
+from ..models.registry import build_model, model_spec
 from ..tenset.step_vectors import STEP_DIM
 from .across_ranks import whole_batch
 from .normalize import Scales, log_scale
@@ -36,23 +36,26 @@ class CostModelModule(L.LightningModule):
     def __init__(self, model: str = "pacm", loss: str = "lambdarank", lr: float = 7e-4,
                  weight_decay: float = 1e-6, stmt_dim: int = 174, symbol_dim: int = 11, flow_dim: int = 23,
                  step_dim: int = STEP_DIM, feature_schema: str = "", draft_prior: bool = False,
-                 correction_scale: float = 1.0):
+                 correction_scale: float = 1.0, gradient_clip: float = 0.5):
         super().__init__()
         # a recipe's values (YAML, --config): the user's to fix, so BadInput, not a crash report
         if loss not in LOSSES:
             raise BadInput(f"model.loss: unknown loss {loss!r}; choose from {', '.join(LOSSES)}")
-        if not lr > 0 or not weight_decay >= 0:
-            raise BadInput(f"model.lr must be above 0 and model.weight_decay at least 0, not {lr} and {weight_decay}")
+        for name, value in (("lr", lr), ("gradient_clip", gradient_clip)):
+            if not value > 0:
+                raise BadInput(f"model.{name} must be above 0, not {value}")
+        if not weight_decay >= 0:
+            raise BadInput(f"model.weight_decay must be at least 0, not {weight_decay}")
         # the recipe sets it for every model; a model file says what its model really reads
-        draft_prior = draft_prior and model in ("pacm", "draft")
+        spec = model_spec(model)
+        draft_prior = draft_prior and spec.draft_prior
         if not 0.0 <= correction_scale <= 1.0:
             raise BadInput(f"model.correction_scale must be in [0, 1], not {correction_scale}")
         # measured for PaCM only; the learned draft model keeps its correction whole
-        correction_scale = float(correction_scale) if model == "pacm" and draft_prior else 1.0
+        correction_scale = float(correction_scale) if spec.scaled_correction and draft_prior else 1.0
         self.save_hyperparameters()
-        kwargs = {"pacm": {"stmt_dim": stmt_dim, "flow_dim": flow_dim, "draft_prior": draft_prior}, "mlp": {"stmt_dim": stmt_dim},
-                  "draft": {"symbol_dim": symbol_dim, "draft_prior": draft_prior}, "tlp": {"step_dim": step_dim}}.get(model, {})
-        self.net = build_model(model, **kwargs)
+        self.net = build_model(model, {"stmt": stmt_dim, "flow": flow_dim, "symbol": symbol_dim, "step": step_dim},
+                               draft_prior)
         self.loss_fn = LOSSES[loss]
         for name, dim in (("statements", stmt_dim), ("symbols", symbol_dim), ("dataflow", flow_dim),
                           ("steps", step_dim), ("draft_score", 1)):
@@ -132,8 +135,22 @@ class CostModelModule(L.LightningModule):
         self.log("val_peak@5", report["peak@5"], sync_dist=True)
         self.log("val_pairwise", report["pairwise_acc"], sync_dist=True)
 
+    def optimizer(self, lr: Optional[float] = None, fused: bool = False) -> torch.optim.Optimizer:
+        """The recipe's optimizer; online training (adapt.methods.train_online) takes it with its own
+        learning rate."""
+        return torch.optim.Adam(self.parameters(), lr=self.hparams.lr if lr is None else lr,
+                                weight_decay=self.hparams.weight_decay, fused=fused)
+
     def configure_optimizers(self):
-        return torch.optim.Adam(self.parameters(), lr=self.hparams.lr, weight_decay=self.hparams.weight_decay)
+        return self.optimizer()
+
+    def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None) -> None:
+        # the model's own setting, so that training outside a Trainer clips the same way
+        self.clip_gradients(optimizer, gradient_clip_val=self.hparams.gradient_clip, gradient_clip_algorithm="norm")
+
+    def clip_gradient_norm(self) -> None:
+        """What configure_gradient_clipping does, for training outside a Trainer."""
+        torch.nn.utils.clip_grad_norm_(self.parameters(), self.hparams.gradient_clip)
 
     def predict_rows(self, gather, rows: np.ndarray, batch_size: int = 4096,
                      device: Optional[torch.device] = None) -> np.ndarray:

@@ -24,6 +24,7 @@ import yaml
 from ..bundled import recipe
 from ..errors import BadInput, dumps, why_not_loaded
 from ..interrupts import Terminated
+from ..models.registry import model_spec
 from ..store.reader import FeatureStore
 from .data import StoreDataModule
 from .evaluate import Evaluation, evaluate_module, reference_metrics
@@ -32,7 +33,6 @@ from .lightning_cli import CostModelCLI
 from .lightning_voice import lightning_voice
 from .module import CostModelModule
 
-RECIPE_OF_MODEL = {"draft": ["pretrain.yaml", "draft.yaml"]}
 
 
 @dataclass
@@ -66,7 +66,7 @@ def training_meta(store: Path, split: str, seed: int, evaluation: Evaluation, dm
 
 
 def recipe_configs(model: str, extra: Sequence[Path] = ()) -> list[Path]:
-    return [recipe(n) for n in RECIPE_OF_MODEL.get(model, ["pretrain.yaml"])] + list(extra)
+    return [recipe(n) for n in model_spec(model).recipes] + list(extra)
 
 
 def check_resumable(ckpt: Path) -> None:

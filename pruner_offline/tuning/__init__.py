@@ -1,16 +1,18 @@
-"""Our cost models inside MetaSchedule tuning runs (draft-then-verify), and the `tune` driver.
+"""Our cost models inside MetaSchedule tuning runs (draft-then-verify), and the `tune` driver,
+grouped by MetaSchedule's own concepts:
 
-Modules: workloads (what to tune), context (TuneContext without the tensor-intrinsics import), candidates (feature cache), cost_model (draft-then-verify
-PyCostModel), online (retraining on measured records), run (the tuning run and its report),
-networks (whole torch networks: built-in ones, saved torch.export programs read safely),
-onnx_network (whole networks from ONNX files, the onnx extra), network_run (a whole network's
-kernels tuned with one shared cost model, compiled and timed), resume (what earlier runs left in a
-work directory: a rerun continues them), frozen_frames (inspect's cache
-entries that make importing TVMScript-decorated modules ~5x faster once torch is loaded:
-MetaSchedule's own TuneContext first imports TVM's tensor intrinsics, which a user of the Python
-API pays).
+- cost_model/: PrunerCostModel (a PyCostModel: the draft ranks, PaCM verifies) and its parts
+  (candidate features, ranking, calibration, in-task trees, online training), TimedCostModel;
+- search/: DraftThenVerifySearch (a PySearchStrategy), spreading over loop structures, random
+  design-space samples;
+- measure_callback/: what a run records after each measured batch (PyMeasureCallbacks);
+- frontends/: what to tune: built-in TE workloads and TIR files, torch.export and ONNX networks;
+- run/: the one driver over a list of tasks (tasks.py), one workload (workload.py), a whole network
+  (network.py), resuming a work directory, logs.
 
-The builder and runner are pruner_offline.measure's, shared with collect.
+The builder and runner are pruner_offline.measure's, shared with collect. context.py builds a
+TuneContext without importing TVM's tensor intrinsics; frozen_frames.py makes that import fast
+where something else triggers it.
 """
 
 from .frozen_frames import register_frozen_frames

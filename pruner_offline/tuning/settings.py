@@ -6,9 +6,13 @@ import os
 from dataclasses import dataclass, field
 from typing import Optional
 
+from ..adapt.config import ONLINE_METHODS
 from ..measure.settings import MeasureSettings
+from ..models.registry import MODELS
 
-COST_MODELS = ("pruner", "xgb", "mlp", "gbdt", "random")
+# ours (draft-then-verify), MetaSchedule's XGB, a model file of a baseline scoring every candidate,
+# MetaSchedule's random model
+COST_MODELS = ("pruner", "xgb", *(n for n, spec in MODELS.items() if spec.scores_in_tune), "random")
 SEARCHES = ("draft-then-verify", "evolutionary")
 
 
@@ -21,14 +25,10 @@ def available_cores() -> int:
 
 
 @dataclass(frozen=True)
-class TuneSettings:
-    target_kind: str = field(default="llvm", metadata={
-        "flag": "--target", "choices": ("llvm", "cuda"), "help": "cuda needs a visible GPU to measure on, or --rpc-tracker"})
-    trials: int = field(default=64, metadata={"help": "measured candidates in all", "min": 1})
-    cost_model: str = field(default="pruner", metadata={"choices": COST_MODELS, "help": "who ranks the candidates"})
-    checkpoint: Optional[str] = field(default=None, metadata={
-        "help": "pruner: PaCM model file, the verifier (without it, the draft order alone); "
-                "mlp, gbdt: a model file of that kind, which scores every candidate (required)"})
+class PrunerSettings:
+    """What only ``--cost-model pruner`` reads: the draft, how far PaCM verifies, the search, the
+    in-run learning. On the command line its fields are options of tune like any other."""
+
     draft: Optional[str] = field(default=None, metadata={
         "help": "pruner: learned draft model file (default: the analytic draft score; on CPUs keep it: a learned "
                 "CPU draft model has not ranked unseen networks measurably better, see the README)"})
@@ -62,7 +62,7 @@ class TuneSettings:
         "help": "pruner: retrain PaCM on the programs measured so far, this many epochs after each batch "
                 "(--online-method decides what predicts; 0: the checkpoint as it is)", "min": 0})
     online_method: str = field(default="guarded", metadata={
-        "choices": ("guarded", "retrain", "moa"),
+        "choices": tuple(ONLINE_METHODS),
         "help": "with --online-epochs: guarded (leave the pretrained model for a mix or a fine-tune only as "
                 "far as fresh measurements support; plain retraining once it ranks them like a coin), plain "
                 "retraining of a copy, or MoA (momentum online adaptation)"})
@@ -71,7 +71,28 @@ class TuneSettings:
     in_task_trees: int = field(default=64, metadata={
         "help": "pruner: from this many measured programs on, order PaCM's candidates by its ranks plus those "
                 "of gradient-boosted trees refitted on the run's measured programs after every batch "
-                "(tuning/in_task.py); 0: PaCM alone", "min": 0})
+                "(tuning/cost_model/in_task.py); 0: PaCM alone", "min": 0})
+    search_device: Optional[str] = field(default=None, metadata={
+        "help": "pruner, analytic draft: device constants the draft score ranks the search with, e.g. "
+                "epyc-2vcpu for a 2-core machine when the checkpoint was trained on records of a 32-core one "
+                "(default: the model's; PaCM keeps reading the score made with its own)"})
+
+    def __post_init__(self) -> None:
+        if self.verify_max < 1:
+            raise ValueError(f"verify_max must be at least 1, not {self.verify_max}")
+        if not 0 < self.verify_fraction <= 1:
+            raise ValueError(f"verify_fraction must lie in (0, 1], not {self.verify_fraction}")
+
+
+@dataclass(frozen=True)
+class TuneSettings:
+    target_kind: str = field(default="llvm", metadata={
+        "flag": "--target", "choices": ("llvm", "cuda"), "help": "cuda needs a visible GPU to measure on, or --rpc-tracker"})
+    trials: int = field(default=64, metadata={"help": "measured candidates in all", "min": 1})
+    cost_model: str = field(default="pruner", metadata={"choices": COST_MODELS, "help": "who ranks the candidates"})
+    checkpoint: Optional[str] = field(default=None, metadata={
+        "help": "pruner: PaCM model file, the verifier (without it, the draft order alone); "
+                "mlp, gbdt: a model file of that kind, which scores every candidate (required)"})
     trials_per_batch: int = field(default=16, metadata={"help": "candidates measured per batch", "min": 1})
     population_size: int = field(default=512, metadata={"flag": "--population", "min": 2,
                                                          "help": "evolutionary search population"})
@@ -79,16 +100,12 @@ class TuneSettings:
         "flag": "--cores", "min": 1, "help": "target num-cores and build workers (default: the cores this process may use)"})
     seed: Optional[int] = field(default=None, metadata={"help": "search seed (default: random)", "min": 0})
     device: Optional[str] = field(default=None, metadata={
-        "help": "device constants of the draft score (default: those the model was trained with)"})
-    search_device: Optional[str] = field(default=None, metadata={
-        "help": "pruner, analytic draft: device constants the draft score ranks the search with, e.g. "
-                "epyc-2vcpu for a 2-core machine when the checkpoint was trained on records of a 32-core one "
-                "(default: the model's; PaCM keeps reading the score made with its own)"})
+        "help": "device constants of the draft score (default: those the model was trained with); cuda: also "
+                "the GPU built for, by name (its arch), which --rpc-tracker may measure elsewhere"})
+    pruner: PrunerSettings = field(default_factory=PrunerSettings)
     measure: MeasureSettings = field(default_factory=MeasureSettings)
 
     def __post_init__(self) -> None:  # the same bounds for callers from Python as on the command line
-        for name in ("trials", "trials_per_batch", "population_size", "num_cores", "verify_max"):
+        for name in ("trials", "trials_per_batch", "population_size", "num_cores"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, not {getattr(self, name)}")
-        if not 0 < self.verify_fraction <= 1:
-            raise ValueError(f"verify_fraction must lie in (0, 1], not {self.verify_fraction}")

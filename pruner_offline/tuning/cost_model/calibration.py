@@ -1,7 +1,7 @@
 """The analytic draft score, calibrated per loop structure by the programs measured so far.
 
 The analytic score is a modelled throughput (1 / seconds), so measured seconds x score is how far
-the model is off for one program. Within a loop structure (spread.py) that factor moves little:
+the model is off for one program. Within a loop structure (search/spread.py) that factor moves little:
 tile sizes change what the model sees. Between structures it moves a lot, and it is exactly what
 makes the draft-driven search favour a structure that measures slow (depthwise on this CPU: the
 draft's favourite structures ran 1.5-2x slower than ones it ranked low). So each structure's score

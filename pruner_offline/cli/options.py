@@ -1,6 +1,7 @@
 """Command-line options derived from the settings dataclasses, so that every default lives once.
 
-A field becomes ``--field-name``; its ``metadata`` may give ``help``, ``flag`` (another option
+A field becomes ``--field-name``; a field that is itself a settings dataclass adds its own fields
+(the options stay flat, the settings nested); its ``metadata`` may give ``help``, ``flag`` (another option
 name), ``parse`` (a function from the text), ``choices``, and bounds: ``min``/``max`` (the
 smallest/largest value accepted), ``above``/``below`` (values it must lie strictly between).
 ``bounded`` makes the same checked parsers for options that belong to no dataclass. Fields without a default are left to the caller (positional arguments).
@@ -14,6 +15,9 @@ import types
 import typing
 from pathlib import Path
 from typing import Any, Callable, Iterable, TypeVar
+
+from ..bundled import default_dataset
+from ..tenset.splits import SplitError, parse_split
 
 T = TypeVar("T")
 
@@ -89,6 +93,9 @@ def add_options(parser: argparse.ArgumentParser, cls: type, skip: Iterable[str] 
             continue
         if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             continue
+        if dataclasses.is_dataclass(hints[f.name]):  # nested settings: their fields are options too
+            add_options(parser, hints[f.name])
+            continue
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
         flag, kind = flag_of(f), _base_type(hints[f.name])
         help_text = f.metadata.get("help", "")
@@ -109,8 +116,34 @@ def add_options(parser: argparse.ArgumentParser, cls: type, skip: Iterable[str] 
 
 def settings_from(cls: type[T], args: argparse.Namespace, **given: Any) -> T:
     """An instance of ``cls`` from parsed options (those ``add_options`` made) and ``given`` values."""
-    values = {f.name: getattr(args, f.name) for f in dataclasses.fields(cls)
-              if f.init and f.name not in given and hasattr(args, f.name)}
+    hints = typing.get_type_hints(cls)
+    values = {}
+    for f in dataclasses.fields(cls):
+        if not f.init or f.name in given:
+            continue
+        if dataclasses.is_dataclass(hints[f.name]):
+            values[f.name] = settings_from(hints[f.name], args)
+        elif hasattr(args, f.name):
+            values[f.name] = getattr(args, f.name)
     return cls(**values, **given)
 
 
+def split_option(text: str) -> str:
+    try:
+        parse_split(text)
+    except SplitError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def data_args(p: argparse.ArgumentParser, split_help: str) -> None:
+    p.add_argument("--data", type=Path, default=default_dataset(),
+                   help="a TenSet dataset, a MetaSchedule database directory or a directory of past tuning runs' "
+                        "databases (featurized on first use, cached by content) or a feature store .h5 (default: the "
+                        "bundled tenset-mini)")
+    p.add_argument("--split", type=split_option, help="within_task[:F] | by_task[:F[:SEED]] | fold:I/K[:SEED] | holdout:all_five | holdout:NET,NET | all; "
+                   + split_help)
+    p.add_argument("--seed", type=bounded(int, min=0), default=0)
+    p.add_argument("--jobs", type=bounded(int, min=1), default=2, help="featurization workers when --data is a directory")
+    p.add_argument("--json", action="store_true", help="print one JSON object as the last line")
+    p.add_argument("--quiet", action="store_true")

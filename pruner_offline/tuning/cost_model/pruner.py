@@ -20,18 +20,18 @@ from tvm.s_tir.meta_schedule.cost_model import PyCostModel
 from tvm.s_tir.meta_schedule.runner import RunnerResult
 from tvm.s_tir.meta_schedule.search_strategy import MeasureCandidate
 
-from ..features import FEATURE_SCHEMA_VERSION, DeviceConstants
-from ..features.devices import device_for, device_to_json
-from ..features.extract import ProgramFeatures
-from ..tenset.labels import FAILED_COST
-from ..features.schema import extractable_schemas
-from ..training.export import export_model, load_model, model_device, model_schema
-from ..training.module import CostModelModule
+from ...features import FEATURE_SCHEMA_VERSION, DeviceConstants
+from ...devices import device_for, device_to_json
+from ...features.extract import ProgramFeatures
+from ...tenset.labels import FAILED_COST
+from ...features.schema import extractable_schemas
+from ...training.export import export_model, load_model, model_device, model_schema
+from ...training.module import CostModelModule
 from .calibration import StructureCalibration
 from .candidates import CandidateFeatures, draft_batch, features_batch
 from .in_task import InTaskTrees
 from .ranking import draft_then_verify
-from .timing import measured_seconds
+from ...measure.outcome import measured_seconds
 
 # Called once per measured batch, when the verifier is next needed (PrunerCostModel.learn), with the
 # current verifier and every program measured so far: features, costs in seconds (FAILED_COST for failed
@@ -57,7 +57,7 @@ class CostModelTimes:
     verify_model_s: float = 0.0  # the verifier's forward passes, and the in-task trees' fits and predictions
     online_s: float = 0.0
     updates: int = 0
-    search_s: float = 0.0  # draft and verify calls of a search strategy (search.py), not through predict
+    search_s: float = 0.0  # draft and verify calls of a search strategy (search/draft_verify.py), not through predict
     search_cpu_s: float = 0.0  # the same calls' process CPU time
 
     @contextmanager
@@ -219,7 +219,7 @@ class PrunerCostModel(PyCostModel):
         return scores
 
     def structures(self, candidates: list[MeasureCandidate]) -> np.ndarray:
-        """Per candidate an id of its loop structure (spread.py); each one the draft stage cannot
+        """Per candidate an id of its loop structure (search/spread.py); each one the draft stage cannot
         read gets an id of its own."""
         drafts = self.features.draft([c.sch for c in candidates])
         return np.array([hash((i,)) if d is None else d.structure for i, d in enumerate(drafts)], dtype=np.int64)

@@ -19,8 +19,8 @@ import torch
 from torch import nn
 from tvm.relax.frontend.torch import from_exported_program
 
-from ..errors import BadInput, why_not_loaded
-from .network_run import Network
+from ...errors import BadInput, why_not_loaded
+from .network import Network
 
 
 class MLP(nn.Module):

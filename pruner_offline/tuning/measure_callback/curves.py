@@ -1,55 +1,15 @@
-"""Time spent inside any cost model, measured the same way for ours and MetaSchedule's."""
+"""What a tuning run learns after each measured batch: the best latency so far, for one task
+(LatencyCurve) or every task of a network (TaskBests), as MetaSchedule measure callbacks."""
 
 from __future__ import annotations
 
 import time
 from typing import Callable, Optional
 
-import numpy as np
 from tvm.ir.utils import derived_object
-from tvm.s_tir.meta_schedule.cost_model import CostModel, PyCostModel
 from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
-from tvm.s_tir.meta_schedule.runner import RunnerResult
 
-
-@derived_object
-class TimedCostModel(PyCostModel):
-    """Delegates to `inner` (any MetaSchedule CostModel) and adds up the seconds spent in it: wall
-    time, and this process's CPU time (all its threads: XGB's feature extraction and training use
-    several), which other jobs on a shared machine inflate far less."""
-
-    def __init__(self, inner: CostModel):
-        super().__init__()
-        self.inner = inner
-        self.predict_s = 0.0
-        self.update_s = 0.0
-        self.cpu_s = 0.0
-
-    def load(self, path: str) -> None:
-        self.inner.load(path)
-
-    def save(self, path: str) -> None:
-        self.inner.save(path)
-
-    def predict(self, context, candidates) -> np.ndarray:
-        start, cpu = time.perf_counter(), time.process_time()
-        scores = self.inner.predict(context, candidates)
-        self.predict_s += time.perf_counter() - start
-        self.cpu_s += time.process_time() - cpu
-        return scores
-
-    def update(self, context, candidates, results) -> None:
-        start, cpu = time.perf_counter(), time.process_time()
-        self.inner.update(context, candidates, results)
-        self.update_s += time.perf_counter() - start
-        self.cpu_s += time.process_time() - cpu
-
-
-def measured_seconds(result: RunnerResult) -> float:
-    """A candidate's latency, the mean of its runs; infinite when it failed to build or run."""
-    if result.error_msg is None and result.run_secs:
-        return float(np.mean([float(s) for s in result.run_secs]))
-    return float("inf")
+from ...measure.outcome import measured_seconds
 
 
 @derived_object

@@ -16,8 +16,8 @@ from typing import Mapping, Optional, Sequence
 
 import numpy as np
 
-from ..errors import BadInput
-from .network_run import Network
+from ...errors import BadInput
+from .network import Network
 
 INSTALL = "pip install 'pruner-offline[onnx]'"
 

@@ -7,14 +7,11 @@ from typing import Optional
 
 import numpy as np
 
-from ..adapt.methods import AdaptConfig, Method, make_method
-from ..adapt.online import OnlineProgram, OnlineRecords
-from ..features.extract import ProgramFeatures
-from ..tenset.labels import FAILED_COST
-from ..training.module import CostModelModule
-
-# how ``tune --online-method`` names the adaptation methods
-ONLINE_METHODS = {"guarded": "guarded", "retrain": "finetune", "moa": "moa"}
+from ...adapt.methods import AdaptConfig, Method, make_method
+from ...adapt.online import OnlineProgram, OnlineRecords
+from ...features.extract import ProgramFeatures
+from ...tenset.labels import FAILED_COST
+from ...training.module import CostModelModule
 
 
 @dataclass

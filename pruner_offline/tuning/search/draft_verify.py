@@ -11,7 +11,7 @@ PaCM's shortlist, and PaCM's best of those, at most `structure_cap` per structur
 for `explore` candidates of the pool drawn at random from loop structures not measured yet: the
 draft misjudges some structures by 2-5x (on CPUs, before feature schema 2 charged their bounds
 tests, depthwise programs with the padding inlined into the convolution, which it ranked high), and
-once one is measured, calibration.py re-ranks all its programs.
+once one is measured, cost_model/calibration.py re-ranks all its programs.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.cost_model import PyCostModel
 from tvm.s_tir.meta_schedule.search_strategy import EvolutionarySearch, MeasureCandidate, PySearchStrategy
 
-from .cost_model import PrunerCostModel
+from ..cost_model.pruner import PrunerCostModel
 from .spread import capped_order
 
 # EvolutionarySearch stops on its own trial count; ours stops it, so it is given one it never reaches.

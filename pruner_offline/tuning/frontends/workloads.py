@@ -10,7 +10,7 @@ from typing import Callable
 import tvm
 from tvm import te, tirx
 
-from ..errors import BadInput
+from ...errors import BadInput
 
 
 def _matmul(m: int, n: int, k: int, *, transpose_b: bool = False) -> tirx.PrimFunc:

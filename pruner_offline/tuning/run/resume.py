@@ -26,11 +26,11 @@ from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule.runner import RunnerResult
 from tvm.s_tir.meta_schedule.search_strategy import MeasureCandidate
 
-from ..errors import BadInput
-from ..sources.base import BadLine
-from ..sources.metaschedule import RECORD_FILE, WORKLOAD_FILE, parse_ms_lines
-from ..tenset.labels import FAILED_COST
-from .timing import measured_seconds
+from ...errors import BadInput
+from ...sources.base import BadLine
+from ...sources.metaschedule import RECORD_FILE, WORKLOAD_FILE, parse_ms_lines
+from ...tenset.labels import FAILED_COST
+from ...measure.outcome import measured_seconds
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import MISSING, asdict, dataclass, fields
 
-from ..errors import BadInput
+from .errors import BadInput
 
 
 @dataclass(frozen=True)

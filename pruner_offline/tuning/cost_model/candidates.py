@@ -19,12 +19,12 @@ import numpy as np
 import tvm_ffi
 from tvm import s_tir
 
-from ..features import DATAFLOW_COLUMNS, DATAFLOW_TOKENS, FEATURE_SCHEMA_VERSION, STATEMENT_COLUMNS, DeviceConstants
-from ..features.draft_templates import DraftFeatures, DraftTemplates
-from ..features.extract import ProgramFeatures, featurize_many
-from ..features.gc_pause import gc_paused
-from ..models.batch import Batch, make_batch
-from ..tenset.step_vectors import STEP_DIM
+from ...features import DATAFLOW_COLUMNS, DATAFLOW_TOKENS, FEATURE_SCHEMA_VERSION, STATEMENT_COLUMNS, DeviceConstants
+from ...features.draft_templates import DraftFeatures, DraftTemplates
+from ...features.extract import ProgramFeatures, featurize_many
+from ...features.gc_pause import gc_paused
+from ...models.batch import Batch, make_batch
+from ...tenset.step_vectors import STEP_DIM
 
 T = TypeVar("T")
 

@@ -19,9 +19,9 @@ from scipy.stats import rankdata
 from sklearn.ensemble import HistGradientBoostingRegressor
 from threadpoolctl import threadpool_limits
 
-from ..features.extract import ProgramFeatures
-from ..models.gbdt import pooled_features
-from ..tenset.labels import FAILED_COST, labels_by_task
+from ...features.extract import ProgramFeatures
+from ...models.gbdt import pooled_features
+from ...tenset.labels import FAILED_COST, labels_by_task
 
 
 def _pooled(features: list[ProgramFeatures]) -> np.ndarray:

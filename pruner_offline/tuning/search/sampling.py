@@ -10,8 +10,8 @@ from tvm import s_tir
 from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.schedule import Trace
 
-from ..targets import tuning_target
-from .context import make_context
+from ...targets import tuning_target
+from ..context import make_context
 
 
 def sample_candidates(mod: tvm.IRModule, n: int, *, target_kind: str = "llvm", num_cores: int = 2,

@@ -1,0 +1,1 @@
+"""MetaSchedule measure callbacks (PyMeasureCallback) that record a run as it goes."""
