@@ -28,7 +28,7 @@ import torch
 from torch import nn
 
 HERE = Path(__file__).resolve().parent
-PROGRAMS_PER_TASK = 48
+PROGRAMS_PER_TASK = 48  # the goal; a first pass with fewer spreads a short run over every network
 SEED = 0
 
 
@@ -135,7 +135,7 @@ def unpack(work: Path) -> None:
             shutil.copy2(f, dst / f.name)
 
 
-def collect(work: Path, extra: list[str]) -> None:
+def collect(work: Path, programs_per_task: int, extra: list[str]) -> None:
     if not (work / "collection").exists() and (HERE / "collection").is_dir():
         unpack(work)
     # convolutional and transformer networks in turn, so that a collection stopped halfway holds both
@@ -149,7 +149,7 @@ def collect(work: Path, extra: list[str]) -> None:
     for path in networks:
         print(f"== {path.stem}", flush=True)
         command = ["pruner-train", "collect", "--exported-program", str(path), "--target", "llvm",
-                   "--programs-per-task", str(PROGRAMS_PER_TASK), "--seed", str(SEED),
+                   "--programs-per-task", str(programs_per_task), "--seed", str(SEED),
                    "--out", str(work / "collection"), *extra]
         subprocess.run(command, check=True)
 
@@ -203,10 +203,13 @@ def pack(work: Path) -> None:
     src = work / "collection"
     dst = HERE / "collection"
     dst.mkdir(exist_ok=True)
+    # tuning records before workloads (sorted order), and whole lines only: a pack taken while collect
+    # appends holds no torn line and no record whose workload it lacks
     for f in sorted(src.iterdir()):
         if f.suffix == ".json" and f.name.startswith("database_"):
-            with open(f, "rb") as fin, gzip.open(dst / f"{f.name}.gz", "wb", compresslevel=9) as fout:
-                shutil.copyfileobj(fin, fout)
+            data = f.read_bytes()
+            with gzip.open(dst / f"{f.name}.gz", "wb", compresslevel=9) as fout:
+                fout.write(data[:data.rfind(b"\n") + 1])
         elif f.is_file():
             shutil.copy2(f, dst / f.name)
     print(f"{dst}: {sum(f.stat().st_size for f in dst.iterdir()) / 2**20:.1f} MiB")
@@ -218,11 +221,13 @@ def main() -> None:
     p.add_argument("step", choices=("export", "collect", "pack"))
     p.add_argument("work", type=Path, help="working directory (networks, the collection being measured)")
     p.add_argument("--only", nargs="*", default=[], help="export: these networks only")
+    p.add_argument("--programs-per-task", type=int, default=PROGRAMS_PER_TASK,
+                   help="collect: programs per task (a rerun with more adds to the tasks measured before)")
     args, extra = p.parse_known_args()
     if args.step == "export":
         export(args.work, args.only)
     elif args.step == "collect":
-        collect(args.work, extra)
+        collect(args.work, args.programs_per_task, extra)
     else:
         pack(args.work)
 
