@@ -308,3 +308,44 @@ def test_cuda_programs_of_a_real_search_build_with_nvcc_for_sm_90_without_a_gpu(
         builder.close()
     assert len(built) == 4 and all(b.error_msg is None for b in built), [b.error_msg for b in built]
     assert all(Path(b.artifact_path).stat().st_size > 0 for b in built)
+
+
+def test_collect_measures_a_tenset_datasets_programs_into_tensets_layout(tmp_path, tenset_mini):
+    """--tenset: to_measure_programs/ replayed, built and timed here, written as TenSet's
+    measure_records/DEVICE/ lines; a rerun after a line cut short, and one asking for more, go on
+    from what the output holds; info and featurize read the output as a TenSet dataset."""
+    name = "([023dee82f41c4b3ee991e7ec3fe00350,[32,64],[10,64],[1,10],[32,10]],llvm).json"
+    ds = tmp_path / "ds"
+    (ds / "to_measure_programs").mkdir(parents=True)
+    shutil.copytree(tenset_mini / "network_info", ds / "network_info")
+    source = (tenset_mini / "measure_records" / "epyc-zen3" / name).read_text().splitlines()[:6]
+    (ds / "to_measure_programs" / name).write_text("\n".join(source) + "\n")
+    out = tmp_path / "out"
+    common = ["collect", "--tenset", str(ds), "--target", "llvm", "--batch", "2", "--records-device", "test-cpu",
+              "--out", str(out), "--json", "--quiet"]
+    done = _run(*common, "--programs-per-task", "4")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout.splitlines()[-1])
+    assert report["measured"] == 4 and report["held"] == 4 and report["tasks"] == 1
+    result = out / "measure_records" / "test-cpu" / name
+    lines = [json.loads(line) for line in result.read_text().splitlines()]
+    assert [line["i"] for line in lines] == [json.loads(line)["i"] for line in source[:4]]
+    assert all(line["r"][1] == 0 and all(0 < c < 1 for c in line["r"][0]) for line in lines), lines
+    # a run stopped while writing its last line: the rerun drops it and measures that program again
+    with open(result, "a") as f:
+        f.write(json.dumps(lines[0])[:50])
+    done = _run(*common, "--programs-per-task", "6")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout.splitlines()[-1])
+    assert report["measured"] == 2 and report["held"] == 6
+    lines = [json.loads(line) for line in result.read_text().splitlines()]
+    assert [line["i"] for line in lines] == [json.loads(line)["i"] for line in source]
+    info = _run("info", str(out), "--json", "--quiet")
+    assert info.returncode == 0, info.stderr
+    summary = json.loads(info.stdout.splitlines()[-1])
+    assert summary["records"] == 6 and summary["devices"] == {"test-cpu": 6}
+    feat = _run("featurize", str(out), "--out", str(tmp_path / "s.h5"), "--quiet")
+    assert feat.returncode == 0, feat.stderr
+    assert json.loads(feat.stdout.splitlines()[-1])["replayed"] == 6
+    refused = _run("collect", "--tenset", str(ds), "--target", "cuda", "--device", "h200", "--out", str(tmp_path / "x"))
+    assert refused.returncode == 2 and "no cuda programs in to_measure_programs/" in refused.stderr

@@ -15,6 +15,7 @@ from tvm.s_tir import meta_schedule as ms
 
 from pruner_offline.cli import main
 from pruner_offline.features import EXTRACTABLE_SCHEMAS, FEATURE_SCHEMA_VERSION
+from pruner_offline.measure.settings import MeasureSettings, RPCSettings
 from pruner_offline.training.export import ModelFileError, export_model
 from pruner_offline.training.module import CostModelModule
 from pruner_offline.training.normalize import fit_scales
@@ -113,10 +114,23 @@ def test_the_search_can_rank_with_the_tuning_machines_constants(space, checkpoin
     with pytest.raises(ValueError, match="learned draft model"):
         PrunerCostModel(target_kind="llvm", draft=load_checkpoint(checkpoints[1]), device="epyc-7452",
                         search_device="epyc-2vcpu")
-    # a checkpoint whose constants count other cores than the run's says so, and what to do
+    # measured elsewhere, a checkpoint whose constants count other cores than the run's says so,
+    # and what to do
+    remote = MeasureSettings(rpc=RPCSettings.parse("127.0.0.1:9190", "board"))
     with pytest.warns(UserWarning, match=r"epyc-7452 \(32 cores\) for a run on 2: give --search-device"):
-        make_cost_model(TuneSettings(checkpoint=str(checkpoints[0]), num_cores=2,
+        make_cost_model(TuneSettings(checkpoint=str(checkpoints[0]), num_cores=2, measure=remote,
                                      pruner=PrunerSettings(online_epochs=0)))
+    with pytest.raises(ValueError, match="--search-device host reads this machine, but the programs are measured "
+                                         "through --rpc-tracker"):
+        make_cost_model(TuneSettings(checkpoint=str(checkpoints[0]), num_cores=2, measure=remote,
+                                     pruner=PrunerSettings(online_epochs=0, search_device="host")))
+    # measured here, the search ranks with this machine's own constants, read from the OS
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model = make_cost_model(TuneSettings(checkpoint=str(checkpoints[0]), num_cores=2,
+                                             pruner=PrunerSettings(online_epochs=0)))
+    assert model.search_device.name == "host" and model.search_device.num_units == 2
+    assert model.device.name == "epyc-7452"
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         model = make_cost_model(TuneSettings(checkpoint=str(checkpoints[0]), num_cores=2,
@@ -332,3 +346,42 @@ def test_full_features_are_made_in_the_verifiers_schema(space, schema):
     assert full and {f.schema_version for f in full} == {schema}
     with pytest.raises(ModelFileError, match="schema '1'"):
         PrunerCostModel(target_kind="llvm", verifier=CostModelModule(model="pacm", feature_schema="1"))
+
+
+def _reference(name: str, args: list[np.ndarray]) -> np.ndarray:
+    """What the named kernel computes, in numpy."""
+    if name == "grouped-conv2d":  # NCHW, 3x3, pad 1, 8 groups of 16 channels
+        x, w = args
+        p = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+        out = np.zeros((1, 128, 28, 28), np.float32)
+        for o in range(128):
+            g = o // 16
+            for ry in range(3):
+                for rx in range(3):
+                    out[0, o] += np.tensordot(w[o, :, ry, rx], p[0, g * 16:(g + 1) * 16, ry:ry + 28, rx:rx + 28], 1)
+        return out
+    if name == "dense-gelu":
+        from math import erf
+        y = args[0] @ args[1].T
+        return 0.5 * y * (1 + np.vectorize(erf)(y / np.sqrt(2)))
+    if name == "gemv":
+        return args[0] @ args[1].T
+    if name == "softmax":
+        e = np.exp(args[0] - args[0].max(1, keepdims=True))
+        return e / e.sum(1, keepdims=True)
+    x, gamma, beta = args  # layer-norm
+    return (x - x.mean(1, keepdims=True)) / np.sqrt(x.var(1, keepdims=True) + 1e-5) * gamma + beta
+
+
+@pytest.mark.parametrize("name", ["grouped-conv2d", "dense-gelu", "gemv", "softmax", "layer-norm"])
+def test_kernels_of_other_kinds_compute_what_they_are_named_for_and_the_search_scores_them(name):
+    mod = named_workload(name)
+    rng = np.random.default_rng(0)
+    shapes = [[int(d) for d in a.shape] for a in ms.arg_info.ArgInfo.from_prim_func(mod["main"])]
+    args = [rng.standard_normal(s).astype(np.float32) for s in shapes[:-1]]
+    out = tvm.runtime.tensor(np.zeros(shapes[-1], np.float32))
+    tvm.compile(mod, target="llvm")(*[tvm.runtime.tensor(a) for a in args], out)
+    np.testing.assert_allclose(out.numpy(), _reference(name, args), rtol=1e-3, atol=1e-3)
+    context, candidates = sample_candidates(mod, 8)
+    scores = PrunerCostModel(target_kind="llvm", device="epyc-2vcpu").predict(context, candidates)
+    assert len(candidates) >= 1 and len(scores) == len(candidates) and np.all(np.isfinite(scores))

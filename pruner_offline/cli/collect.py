@@ -22,6 +22,18 @@ def run(args: argparse.Namespace) -> int:
     if args.input_shape and not args.onnx:
         raise BadInput("--input-shape fixes the dynamic input shapes of an --onnx model; give it with --onnx")
     settings = settings_from(CollectSettings, args, measure=measure_settings(args, args.num_cores))
+    if args.records_device and not args.tenset:
+        raise BadInput("--records-device names the measure_records/ directory of a --tenset collection; "
+                       "give it with --tenset")
+    if args.tenset:
+        from ..collect.tenset import collect_tenset, default_device_name
+
+        device = args.records_device or default_device_name(settings)
+        with Progress("measuring", "prog", quiet=args.quiet) as bar, \
+                exit_at_once(f"the same command continues from what {args.out} holds"):
+            report = collect_tenset(args.tenset, args.out, settings, device, on_start=bar.set_total,
+                                    on_measured=bar.update)
+        return _summary(report, args.json)
     if args.network or args.exported_program or args.onnx:
         tasks = network_tasks(network_of(args), tuning_target(settings.target_kind, settings.num_cores, settings.device))
     elif args.module:
@@ -31,6 +43,10 @@ def run(args: argparse.Namespace) -> int:
     with Progress("measuring", "prog", quiet=args.quiet) as bar, \
             exit_at_once(f"the same command continues from what {args.out} holds"):
         report = collect(tasks, args.out, settings, on_start=bar.set_total, on_measured=bar.update)
+    return _summary(report, args.json)
+
+
+def _summary(report, as_json: bool) -> int:
     for note in report.notes:
         print(f"note: {note}", file=sys.stderr)
     failed = sum(report.failed.values())
@@ -43,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
                                             if failed else ""))
     print(f"duplicates         {report.duplicates}  (drawn again, not measured)")
     print(f"time               {report.seconds:.1f} s  ({report.programs_per_second:.2f} programs/s)")
-    if args.json:
+    if as_json:
         print(report.to_json())
     return 0
 
@@ -58,6 +74,11 @@ def add_parser(sub) -> None:
     what.add_argument("--module", type=Path, help="a TIR module file (TVMScript, or TVM's JSON as .json), or a "
                       "directory of them: one task each")
     network_inputs(what, "a task")
+    what.add_argument("--tenset", type=Path, metavar="DIR", help="a TenSet dataset: the programs of its "
+                      "to_measure_programs/ for --target, replayed on TIR, into OUT/measure_records/DEVICE/ "
+                      "in TenSet's layout (the first --programs-per-task of each file)")
+    p.add_argument("--records-device", metavar="NAME", help="with --tenset: the DEVICE directory of "
+                   "measure_records/ (default: --device, else this CPU's model name)")
     input_shape_option(p)
     add_options(p, CollectSettings, skip={"measure"})
     measure_options(p)

@@ -14,8 +14,6 @@ it is timed wrong); on a remote device the next batch is sampled and built while
 
 from __future__ import annotations
 
-import os
-import shutil
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -26,9 +24,9 @@ import tvm
 import tvm_ffi
 from tvm import s_tir
 from tvm.s_tir import meta_schedule as ms
-from tvm.s_tir.meta_schedule.builder import BuilderInput
 
 from ..errors import dumps
+from ..measure.batch import MeasuredBatch
 from ..measure.outcome import failure_reason
 from ..measure.measurers import check_measurable, run_measurers
 from ..targets import tuning_target
@@ -97,18 +95,12 @@ class _Batch:
 
     def __init__(self, candidates, builder, runner, target):
         self.candidates = candidates
-        self.built = builder.build([BuilderInput(c.sch.mod, target) for c in candidates])
-        ok = [i for i, b in enumerate(self.built) if b.error_msg is None]
-        device = "cuda" if target.kind.name == "cuda" else "cpu"
-        inputs = [ms.runner.RunnerInput(self.built[i].artifact_path, device, candidates[i].args_info)
-                  for i in ok]
-        self.futures = dict(zip(ok, runner.run(inputs)))
+        self.measured = MeasuredBatch([c.sch.mod for c in candidates], [c.args_info for c in candidates],
+                                      builder, runner, target)
 
     def finish(self, database, workload, target, task: str, failures, tally: _Tally) -> list:
         results = []
-        for i, cand in enumerate(self.candidates):
-            build_error = self.built[i].error_msg
-            run = self.futures[i].result() if i in self.futures else ms.runner.RunnerResult(None, build_error)
+        for cand, (build_error, run) in zip(self.candidates, self.measured.results()):
             results.append(run)
             reason = failure_reason(build_error, run.error_msg)
             secs = [float(t) for t in run.run_secs] if reason is None else [FAILED_COST]
@@ -120,9 +112,6 @@ class _Batch:
                                       "message": (build_error or run.error_msg or "")[-2000:]}) + "\n")
         failures.flush()
         tally.measured += len(self.candidates)
-        for b in self.built:
-            if b.artifact_path:
-                shutil.rmtree(os.path.dirname(b.artifact_path), ignore_errors=True)
         return results
 
 

@@ -211,3 +211,17 @@ def open_source(path: Union[str, Path]) -> ProgramSource:
     raise SourceError(f"{p}: neither {' nor '.join(source_kinds())} data (a TenSet dataset has network_info/ and "
                       "measure_records/<device>/; a MetaSchedule database has database_workload.json and "
                       "database_tuning_record.json; a directory of past tuning runs has such databases below it)")
+
+
+class TailedSource(LiveSource):
+    """A live source that follows one file with a TailedFile, ``self.tail``."""
+
+    tail: TailedFile
+
+    @property
+    def lines_read(self) -> int:
+        return self.tail.lines_read
+
+    @property
+    def path(self) -> Path:
+        return self.tail.path

@@ -21,7 +21,8 @@ import numpy as np
 from ..errors import BadInput
 from ..tenset.labels import FAILED_COST, task_labels
 from ..tenset.records import BadLine, SourceLine
-from .base import LiveProgram, LiveSource, ProgramSource, SourceProgram, TailedFile, Unit, UnitPrograms, register_source
+from .base import (LiveProgram, ProgramSource, SourceProgram, TailedFile, TailedSource, Unit, UnitPrograms,
+                   register_source)
 
 WORKLOAD_FILE = "database_workload.json"
 RECORD_FILE = "database_tuning_record.json"
@@ -275,7 +276,7 @@ class MetaScheduleSource(ProgramSource):
         return UnitPrograms(f"ms:{workloads.hash(unit.index)}", kind, programs, len(records), bad_lines)
 
 
-class MetaScheduleLog(LiveSource):
+class MetaScheduleLog(TailedSource):
     """The database a running ``tune_tir``/``tune_relax`` (or ``pruner-train tune``) appends to."""
 
     def __init__(self, root: Union[str, Path]):
@@ -284,14 +285,6 @@ class MetaScheduleLog(LiveSource):
             raise FileNotFoundError(f"{self.root}: no {WORKLOAD_FILE}; is this the work directory of a tuning run?")
         self.tail = TailedFile(self.root / RECORD_FILE)
         self.workloads = _Workloads(_workload_lines(self.root))
-
-    @property
-    def lines_read(self) -> int:
-        return self.tail.lines_read
-
-    @property
-    def path(self) -> Path:
-        return self.tail.path
 
     def poll(self) -> list[Union[LiveProgram, BadLine]]:
         lines = self.tail.poll()

@@ -18,7 +18,8 @@ from ..tenset.dataset import UNMEASURED, DatasetError, TaskIndex, discover, file
 from ..tenset.labels import cost_problem, mean_costs, task_labels
 from ..tenset.records import BadLine, Record, parse_lines, read_records
 from ..tenset.tasks import Task
-from .base import LiveProgram, LiveSource, ProgramSource, SourceProgram, TailedFile, Unit, UnitPrograms, register_source
+from .base import (LiveProgram, ProgramSource, SourceProgram, TailedFile, TailedSource, Unit, UnitPrograms,
+                   register_source)
 
 
 @lru_cache(maxsize=4)
@@ -114,21 +115,13 @@ class TenSetSource(ProgramSource):
         return UnitPrograms(key, kind, (program(i, r) for i, r in enumerate(records)), len(records), bad)
 
 
-class TenSetLog(LiveSource):
+class TenSetLog(TailedSource):
     """An Ansor record file a tuning run is appending to; tasks come from a TenSet dataset's pickles."""
 
     def __init__(self, path: Union[str, Path], tasks_root: Union[str, Path]):
         self.tail = TailedFile(Path(path))
         self.tasks_root = str(Path(tasks_root).resolve())
         _task_index(self.tasks_root)  # a bad tasks directory fails now, not at the first record
-
-    @property
-    def lines_read(self) -> int:
-        return self.tail.lines_read
-
-    @property
-    def path(self) -> Path:
-        return self.tail.path
 
     def poll(self) -> list[Union[LiveProgram, BadLine]]:
         lines = self.tail.poll()

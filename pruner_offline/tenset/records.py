@@ -225,7 +225,7 @@ def _first_bad_step(steps: list) -> str:
     return "malformed step"
 
 
-def _open_binary(path: Union[str, Path]) -> IO[bytes]:
+def open_record_file(path: Union[str, Path]) -> IO[bytes]:
     p = os.fspath(path)
     return gzip.open(p, "rb") if p.endswith(".gz") else open(p, "rb")
 
@@ -258,7 +258,7 @@ def read_records(path: Union[str, Path]) -> Iterator[Union[Record, BadLine]]:
     p = os.fspath(path)
     last = 0
     try:
-        with _open_binary(p) as f:
+        with open_record_file(p) as f:
             for item in parse_lines(f, p):
                 last = item.source.line
                 yield item

@@ -249,3 +249,10 @@ class StoreDataModule(L.LightningDataModule):
 
     def test_dataloader(self) -> DataLoader:
         return self._loader(self.test_rows, False)
+
+    def rows_dataloader(self, rows: np.ndarray, batch_size: int = 4096) -> DataLoader:
+        """The records ``rows`` in their order, for Trainer.predict: its scores line up with them."""
+        return DataLoader(np.asarray(rows), batch_size=batch_size, shuffle=False, collate_fn=self.gather)
+
+    def predict_dataloader(self) -> DataLoader:
+        return self.rows_dataloader(self.test_rows)

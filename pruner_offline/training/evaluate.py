@@ -8,11 +8,13 @@ from pathlib import Path
 from typing import Optional
 
 import numpy as np
+import torch
 
 from ..models.metrics import peak_score, ranking_report
 from ..models.registry import model_spec
 from .data import StoreDataModule
 from .export import check_same_devices, load_model, trained_on_other_kinds
+from .lightning_voice import lightning_voice
 from .module import CostModelModule
 
 
@@ -35,9 +37,22 @@ def split_data(store: Path, split: str, seed: int = 0, feature_schema: Optional[
     return dm
 
 
+def predict(module: CostModelModule, dm: StoreDataModule, rows: np.ndarray) -> np.ndarray:
+    """The module's scores of records ``rows`` from Lightning's predict loop (eval and inference
+    mode), on the device the module is on."""
+    import lightning as L
+
+    on_gpu = module.device.type == "cuda"
+    with lightning_voice(True):
+        trainer = L.Trainer(accelerator="gpu" if on_gpu else "cpu", devices=1, logger=False,
+                            enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
+        out = trainer.predict(module, dataloaders=dm.rows_dataloader(rows))
+    return torch.cat(out).float().cpu().numpy() if out else np.zeros(0, np.float32)
+
+
 def evaluate_module(module: CostModelModule, dm: StoreDataModule, rows: Optional[np.ndarray] = None) -> Evaluation:
     rows = dm.test_rows if rows is None else rows
-    return evaluate_predictions(module.predict_rows(dm.gather, rows), dm, rows)
+    return evaluate_predictions(predict(module, dm, rows), dm, rows)
 
 
 def evaluate_predictions(pred: np.ndarray, dm: StoreDataModule, rows: np.ndarray) -> Evaluation:

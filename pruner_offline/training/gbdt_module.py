@@ -3,21 +3,23 @@ Batch, so evaluate, compare and tuning runs use it like any other model file."""
 
 from __future__ import annotations
 
+import lightning as L
 import numpy as np
 import torch
-from lightning.fabric.utilities.data import AttributeDict
-from torch import nn
 
 from ..models.batch import Batch
 from ..models.gbdt import TreeEnsemble, pooled_features
 from .module import CostModelModule
 
 
-class GBDTModule(nn.Module):
+class GBDTModule(L.LightningModule):
+    """Trained outside Lightning (scikit-learn fits the trees); a LightningModule so that evaluation
+    scores it through the Trainer's predict loop like the others."""
+
     def __init__(self, ensemble: TreeEnsemble, feature_schema: str):
         super().__init__()
         self.ensemble = ensemble
-        self.hparams = AttributeDict(model="gbdt", feature_schema=feature_schema)
+        self.save_hyperparameters({"model": "gbdt", "feature_schema": feature_schema})
 
     def forward(self, b: Batch) -> torch.Tensor:
         counts = torch.bincount(b.segment, minlength=b.size).numpy()
@@ -26,3 +28,4 @@ class GBDTModule(nn.Module):
 
     # scoring store rows is the same loop for every model: the trees need no other
     predict_rows = CostModelModule.predict_rows
+    predict_step = CostModelModule.predict_step

@@ -152,9 +152,14 @@ class CostModelModule(L.LightningModule):
         """What configure_gradient_clipping does, for training outside a Trainer."""
         torch.nn.utils.clip_grad_norm_(self.parameters(), self.hparams.gradient_clip)
 
+    def predict_step(self, b: Batch, batch_idx: int) -> torch.Tensor:
+        return self(b)
+
     def predict_rows(self, gather, rows: np.ndarray, batch_size: int = 4096,
                      device: Optional[torch.device] = None) -> np.ndarray:
-        """Scores for store rows, in eval mode, without gradients."""
+        """Scores for store rows, in eval mode, without gradients. For scoring inside a tuning or
+        adaptation loop, batch after batch, where a Trainer per call would cost more than the
+        scores; evaluation goes through the Trainer's predict loop (training.evaluate.predict)."""
         self.eval()
         out = []
         with torch.no_grad():

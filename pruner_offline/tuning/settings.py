@@ -73,9 +73,10 @@ class PrunerSettings:
                 "of gradient-boosted trees refitted on the run's measured programs after every batch "
                 "(tuning/cost_model/in_task.py); 0: PaCM alone", "min": 0})
     search_device: Optional[str] = field(default=None, metadata={
-        "help": "pruner, analytic draft: device constants the draft score ranks the search with, e.g. "
-                "epyc-2vcpu for a 2-core machine when the checkpoint was trained on records of a 32-core one "
-                "(default: the model's; PaCM keeps reading the score made with its own)"})
+        "help": "pruner, analytic draft: device constants the draft score ranks the search with: a named "
+                "device, or host (this machine's, read from the OS: cores, SIMD, cache, clock, a measured "
+                "bandwidth). Default: host for llvm measured here, else the model's; PaCM keeps reading the "
+                "score made with its own"})
 
     def __post_init__(self) -> None:
         if self.verify_max < 1:

@@ -33,12 +33,15 @@ def _batch_matmul(batch: int, m: int, n: int, k: int) -> tirx.PrimFunc:
 
 
 def _conv2d(layout: str, n: int, c: int, hw: int, k: int, kernel: int, stride: int, pad: int,
-            depthwise: bool = False) -> tirx.PrimFunc:
+            depthwise: bool = False, groups: int = 1) -> tirx.PrimFunc:
     """A padded 2-D convolution, data and weight in ``NCHW``/``OIHW`` or ``NHWC``/``HWIO``; depthwise:
-    one filter per channel (k == c, weight ``C1HW``/``HW1C``), no reduction over channels."""
+    one filter per channel (k == c, weight ``C1HW``/``HW1C``), no reduction over channels; groups:
+    each output channel reduces over the c / groups input channels of its group."""
     nchw = layout == "NCHW"
     if depthwise and k != c:
         raise ValueError(f"a depthwise convolution keeps the channels: k={k}, c={c}")
+    if c % groups or k % groups:
+        raise ValueError(f"{groups} groups do not divide the channels: c={c}, k={k}")
 
     def shape(channels: int, size: int) -> tuple:
         return (n, channels, size, size) if nchw else (n, size, size, channels)
@@ -50,7 +53,7 @@ def _conv2d(layout: str, n: int, c: int, hw: int, k: int, kernel: int, stride: i
         return idx if nchw else (idx[0], idx[3], idx[1], idx[2])
 
     data = te.placeholder(shape(c, hw), name="data")
-    w_in = 1 if depthwise else c
+    w_in = 1 if depthwise else c // groups
     weight = te.placeholder((k, w_in, kernel, kernel) if nchw else (kernel, kernel, w_in, k), name="weight")
     padded_hw = hw + 2 * pad
 
@@ -60,25 +63,61 @@ def _conv2d(layout: str, n: int, c: int, hw: int, k: int, kernel: int, stride: i
         return tvm.tirx.if_then_else(inside, at(data, b, ci, y - pad, x - pad), tvm.tirx.const(0.0, "float32"))
 
     padded = te.compute(shape(c, padded_hw), pad_value, name="pad")
-    rc = None if depthwise else te.reduce_axis((0, c), name="rc")
+    rc = None if depthwise else te.reduce_axis((0, w_in), name="rc")
     ry = te.reduce_axis((0, kernel), name="ry")
     rx = te.reduce_axis((0, kernel), name="rx")
 
     def conv_value(*idx):
         b, co, y, x = split(idx)
-        ci, wi = (co, 0) if depthwise else (rc, rc)
+        ci, wi = (co, 0) if depthwise else (rc if groups == 1 else co // (k // groups) * w_in + rc, rc)
         w = weight[co, wi, ry, rx] if nchw else weight[ry, rx, wi, co]
         return te.sum(at(padded, b, ci, y * stride + ry, x * stride + rx) * w,
                       axis=[ry, rx] if depthwise else [rc, ry, rx])
 
-    name = f"{'depthwise_' if depthwise else ''}conv2d_{layout.lower()}"
+    name = f"{'depthwise_' if depthwise else 'group_' if groups > 1 else ''}conv2d_{layout.lower()}"
     out = te.compute(shape(k, (padded_hw - kernel) // stride + 1), conv_value, name=name)
     return te.create_prim_func([data, weight, out])
 
 
+def _dense_gelu(m: int, n: int, k: int) -> tirx.PrimFunc:
+    """A dense layer with its GELU epilogue fused, as Relax fuses BERT's FFN up-projection."""
+    x, w = te.placeholder((m, k), name="A"), te.placeholder((n, k), name="B")
+    r = te.reduce_axis((0, k), name="k")
+    y = te.compute((m, n), lambda i, j: te.sum(x[i, r] * w[j, r], axis=r), name="T_dense")
+    out = te.compute((m, n), lambda i, j: 0.5 * y[i, j] * (1.0 + te.erf(y[i, j] * 0.7071067811865476)), name="T_gelu")
+    return te.create_prim_func([x, w, out])
+
+
+def _softmax(rows: int, cols: int) -> tirx.PrimFunc:
+    """Row-wise softmax (attention probabilities): a max, an exp-sum and a divide over each row."""
+    x = te.placeholder((rows, cols), name="x")
+    k1, k2 = te.reduce_axis((0, cols), name="k1"), te.reduce_axis((0, cols), name="k2")
+    top = te.compute((rows,), lambda i: te.max(x[i, k1], axis=k1), name="T_max")
+    e = te.compute((rows, cols), lambda i, j: te.exp(x[i, j] - top[i]), name="T_exp")
+    total = te.compute((rows,), lambda i: te.sum(e[i, k2], axis=k2), name="T_sum")
+    return te.create_prim_func([x, te.compute((rows, cols), lambda i, j: e[i, j] / total[i], name="T_softmax")])
+
+
+def _layer_norm(rows: int, cols: int) -> tirx.PrimFunc:
+    """Layer norm over each row with a scale and a shift: two reductions (sum, sum of squares)."""
+    x = te.placeholder((rows, cols), name="x")
+    gamma, beta = te.placeholder((cols,), name="gamma"), te.placeholder((cols,), name="beta")
+    k1, k2 = te.reduce_axis((0, cols), name="k1"), te.reduce_axis((0, cols), name="k2")
+    s1 = te.compute((rows,), lambda i: te.sum(x[i, k1], axis=k1), name="T_sum")
+    s2 = te.compute((rows,), lambda i: te.sum(x[i, k2] * x[i, k2], axis=k2), name="T_sum_sq")
+    inv = 1.0 / cols
+
+    def norm(i, j):
+        mean = s1[i] * inv
+        return (x[i, j] - mean) * te.rsqrt(s2[i] * inv - mean * mean + 1e-5) * gamma[j] + beta[j]
+
+    return te.create_prim_func([x, gamma, beta, te.compute((rows, cols), norm, name="T_layer_norm")])
+
+
 # Shapes: a square GEMM, a ResNet-50 stage-2 3x3 convolution (both layouts), a MobileNet-v2 3x3
 # depthwise convolution, BERT-base's FFN up-projection at sequence length 128 and its per-head
-# attention scores.
+# attention scores; then other kinds of kernel: a ResNeXt-style grouped convolution, a fused
+# dense + GELU, a GEMV (a batch-1 dense layer: memory-bound), a softmax and a layer norm.
 WORKLOADS: dict[str, Callable[[], tirx.PrimFunc]] = {
     "matmul": lambda: _matmul(512, 512, 512),
     "matmul-small": lambda: _matmul(64, 64, 64),
@@ -87,6 +126,11 @@ WORKLOADS: dict[str, Callable[[], tirx.PrimFunc]] = {
     "depthwise": lambda: _conv2d("NCHW", 1, 144, 56, 144, 3, 1, 1, depthwise=True),
     "dense": lambda: _matmul(128, 3072, 768, transpose_b=True),
     "batch-matmul": lambda: _batch_matmul(12, 128, 128, 64),
+    "grouped-conv2d": lambda: _conv2d("NCHW", 1, 128, 28, 128, 3, 1, 1, groups=8),
+    "dense-gelu": lambda: _dense_gelu(64, 2048, 512),
+    "gemv": lambda: _matmul(1, 2048, 2048, transpose_b=True),
+    "softmax": lambda: _softmax(768, 256),
+    "layer-norm": lambda: _layer_norm(256, 512),
 }
 
 # The same operators at other shapes (other layers of the same networks): tuning runs of these make

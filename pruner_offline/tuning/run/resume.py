@@ -59,7 +59,7 @@ def _result(record: ms.database.TuningRecord) -> RunnerResult:
     return RunnerResult(run_secs=None, error_msg="failed in an earlier run of this work directory")
 
 
-def _whole_lines(path: Path, notes: list[str]) -> list[bytes]:
+def whole_lines(path: Path, notes: list[str]) -> list[bytes]:
     """The file's lines, the last dropped from the file (and a note of it added) where its write
     never finished: no newline after it and not whole JSON."""
     with open(path, "rb") as f:
@@ -86,7 +86,7 @@ def repair_database(work_dir: str | Path) -> list[str]:
     workload_path, record_path = root / WORKLOAD_FILE, root / RECORD_FILE
     n_workloads = 0
     if workload_path.is_file():
-        lines = _whole_lines(workload_path, notes)
+        lines = whole_lines(workload_path, notes)
         for lineno, line in enumerate(lines, 1):
             try:
                 if line.strip():
@@ -95,7 +95,7 @@ def repair_database(work_dir: str | Path) -> list[str]:
                 raise BadInput(f"{workload_path}:{lineno}: not a JSON workload: {str(exc)[:200]}") from None
         n_workloads = sum(1 for line in lines if line.strip())
     if record_path.is_file():
-        lines = _whole_lines(record_path, notes)
+        lines = whole_lines(record_path, notes)
         bad = [item for item in parse_ms_lines(lines, str(record_path), n_workloads) if isinstance(item, BadLine)]
         if bad:
             more = f" (and {len(bad) - 1} more bad lines)" if len(bad) > 1 else ""

@@ -15,7 +15,8 @@ from typing import Optional, Union
 import tvm
 from tvm.s_tir import meta_schedule as ms
 
-from ...devices import DEVICES
+from ...devices import DEVICES, DeviceConstants
+from ...host_device import HOST, host_cpu
 from ...measure.measurers import check_measurable, run_measurers
 from ...models.registry import MODELS
 from ...targets import tuning_target
@@ -33,6 +34,20 @@ class Task:
     weight: float = 1.0  # how many times its network calls it
 
 
+def search_device(s: TuneSettings, learned_draft: bool) -> str | DeviceConstants | None:
+    """The constants the analytic draft ranks a search with: --search-device by name; "host", or
+    by default a CPU run measured on this machine, those of this machine read from the OS; else the
+    model's (None). A learned draft model reads the constants it was trained with."""
+    name = s.pruner.search_device
+    measured_here = s.target_kind == "llvm" and s.measure.rpc is None
+    if name == HOST or (name is None and measured_here and not learned_draft):
+        if not measured_here:
+            raise ValueError(f"--search-device {HOST} reads this machine, but the programs are measured "
+                             f"{'through --rpc-tracker' if s.measure.rpc else 'on a GPU'}: name the device measured")
+        return host_cpu(s.num_cores)
+    return name
+
+
 def make_cost_model(s: TuneSettings) -> ms.cost_model.CostModel:
     if s.cost_model == "pruner":
         from ..cost_model.pruner import PrunerCostModel
@@ -44,7 +59,7 @@ def make_cost_model(s: TuneSettings) -> ms.cost_model.CostModel:
         model = PrunerCostModel.from_checkpoint(
             s.checkpoint, p.draft, target_kind=s.target_kind, device=s.device, verify_fraction=p.verify_fraction,
             verify_max=p.verify_max, calibrate=p.calibrate, in_task=make_in_task(p.in_task_trees, s.seed),
-            search_device=p.search_device,
+            search_device=search_device(s, learned_draft=p.draft is not None),
             on_update=(AdaptUpdate(ONLINE_METHODS[p.online_method], epochs=p.online_epochs, seed=s.seed or 0)
                        if p.online_epochs else None))
         searched = model.search_device
@@ -52,7 +67,7 @@ def make_cost_model(s: TuneSettings) -> ms.cost_model.CostModel:
             # the analytic score prefers programs that fill its core count: on fewer cores they wait
             warnings.warn(f"the draft score ranks this search with the constants of {searched.name} "
                           f"({searched.num_units} cores) for a run on {s.num_cores}: give --search-device "
-                          f"the constants of this machine, one of "
+                          f"the constants of the machine measured, one of "
                           f"{', '.join(n for n, d in sorted(DEVICES.items()) if not d.is_gpu)}", stacklevel=2)
         return model
     if s.cost_model == "xgb":
