@@ -162,8 +162,39 @@ KINDS = (("conv2d", "convolution"), ("matmul", "matmul / dense"), ("softmax", "s
          ("reshape", "data movement"), ("split", "data movement"), ("concat", "data movement"))
 
 
-def kind_of(task: str) -> str:
-    return next((kind for word, kind in KINDS if word in task), "other")
+def kind_of(task: str, shapes: list[list[int]]) -> str:
+    """The kind of a task from its name, and for convolutions and matmuls from its buffers' shapes
+    (``shapes``: the PrimFunc's parameters, the output last), as Relax lays them out from PyTorch:
+    data NCHW and weight OIHW; a matmul's inputs batch-first."""
+    kind = next((kind for word, kind in KINDS if word in task), "other")
+    if kind == "convolution" and len(shapes) >= 3 and len(shapes[0]) == len(shapes[1]) == 4:
+        (_, c, h, _), (_, per_group, kh, _), out = shapes[0], shapes[1], shapes[-1]
+        if per_group == 1 < c:
+            return "convolution, depthwise"
+        if per_group < c:
+            return "convolution, grouped"
+        if len(out) == 4 and out[2] * 2 <= h:
+            return "convolution, strided"
+        return "convolution, 1x1" if kh == 1 else "convolution"
+    if kind == "matmul / dense" and len(shapes) >= 3:
+        a, b = shapes[0], shapes[1]
+        if len(a) >= 3 and len(b) >= 3 and a[0] > 1 and b[0] > 1:
+            return "batched matmul (attention)"
+        rows = 1
+        for d in a[:-1]:
+            rows *= d
+        return "matmul / dense, GEMV" if rows == 1 else kind
+    return kind
+
+
+def workload_shapes(collection: Path) -> list[list[list[int]]]:
+    """Each workload's parameter shapes, in the order of database_workload.json."""
+    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+    from tvm.s_tir.meta_schedule.database import Workload
+
+    with open(collection / "database_workload.json") as f:
+        mods = [Workload.from_json(json.loads(line)).mod for line in f if line.strip()]
+    return [[[int(d) for d in a.shape] for a in ArgInfo.from_prim_func(m["main"])] for m in mods]
 
 
 def summary(collection: Path) -> str:
@@ -184,8 +215,8 @@ def summary(collection: Path) -> str:
                 held[index] += 1
                 failed[index] += not all(0 < s < 1e9 for s in secs)
     by_kind: dict[str, list[int]] = {}
-    for i, h in enumerate(hashes):
-        row = by_kind.setdefault(kind_of(tasks[h]["name"]) if h in tasks else "other", [0, 0, 0])
+    for i, (h, shapes) in enumerate(zip(hashes, workload_shapes(collection))):
+        row = by_kind.setdefault(kind_of(tasks[h]["name"], shapes) if h in tasks else "other", [0, 0, 0])
         row[0] += 1
         row[1] += held[i]
         row[2] += failed[i]
