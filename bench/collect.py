@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import shutil
 import statistics
 import tempfile
 import time
@@ -26,12 +25,12 @@ from pathlib import Path
 import tvm
 from tvm import s_tir
 from tvm.s_tir import meta_schedule as ms
-from tvm.s_tir.meta_schedule.builder import BuilderInput
-from tvm.s_tir.meta_schedule.runner import EvaluatorConfig, RunnerInput
+from tvm.s_tir.meta_schedule.runner import EvaluatorConfig
 
 from pruner_offline.collect.run import collect
 from pruner_offline.collect.settings import CollectSettings
 from pruner_offline.collect.tasks import workload_tasks
+from pruner_offline.measure.batch import MeasuredBatch
 from pruner_offline.measure.measurers import run_measurers
 from pruner_offline.measure.settings import MeasureSettings
 from pruner_offline.targets import tuning_target
@@ -48,6 +47,7 @@ def metaschedule_rate(tasks, target, programs: int, measure: MeasureSettings, wo
                 for k, t in enumerate(tasks)]
     evaluator = EvaluatorConfig(number=measure.number, repeat=measure.repeat, min_repeat_ms=measure.min_repeat_ms,
                                 enable_cpu_cache_flush=measure.cpu_cache_flush)
+    work.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     database = ms.tune.tune_tasks(
         tasks=contexts, task_weights=[1.0] * len(contexts), work_dir=str(work), max_trials_global=programs * len(tasks),
@@ -79,16 +79,12 @@ def remeasure(out: Path, target, measure: MeasureSettings, n: int) -> list[float
     with run_measurers(measure) as (builder, runner):
         for lo in range(0, len(records), 32):
             chunk = records[lo:lo + 32]
-            built = builder.build([BuilderInput(m, target) for m in mods[lo:lo + 32]])
-            ok = [(r, b) for r, b in zip(chunk, built) if b.error_msg is None]
-            futures = runner.run([RunnerInput(b.artifact_path, "cpu", r.args_info) for r, b in ok])
-            for (r, b), f in zip(ok, futures):
-                result = f.result()
+            batch = MeasuredBatch(mods[lo:lo + 32], [r.args_info for r in chunk], builder, runner, target)
+            for r, (_, result) in zip(chunk, batch.results()):
                 if result.error_msg is None:
                     first = statistics.fmean(float(t) for t in r.run_secs)
                     second = statistics.fmean(float(t) for t in result.run_secs)
                     gaps.append(abs(second - first) / first)
-                shutil.rmtree(Path(b.artifact_path).parent, ignore_errors=True)
     return gaps
 
 
