@@ -1,5 +1,5 @@
 """Wall seconds to build batches of real candidates: MetaSchedule's LocalBuilder (with our build
-function, as the toolkit used it up to the seventeenth session) against PooledBuilder, in one
+function, as the toolkit used it before 2026-12-03) against PooledBuilder, in one
 process, alternating batch by batch.
 
 LocalBuilder starts new worker processes for every batch (and a pool for its start-up check), each

@@ -29,7 +29,7 @@ from synthetic import synthetic_store
 
 
 def _no_prior(root):
-    """The recipe before issue 10 (one-list LambdaRank, no draft prior). These tests flip devices
+    """The earlier recipe (one-list LambdaRank, no draft prior). These tests flip devices
     so that the analytic draft score ranks them exactly wrong; with the prior (weight 16) a few
     retrain steps at lr 7e-4 cannot overturn it, which is what the flip is not meant to test."""
     path = root / "no_prior.yaml"
