@@ -37,7 +37,7 @@ from ..tenset.dataset import UNMEASURED
 from ..tenset.labels import FAILED_COST
 from ..tenset.records import open_record_file
 from ..tuning.run.resume import whole_lines
-from .manifest import end_run, start_run
+from .manifest import end_run, machine, start_run
 from .run import FAILURES, CollectReport
 from .settings import CollectSettings
 
@@ -80,8 +80,6 @@ def default_device_name(s: CollectSettings) -> str:
     """TenSet names a records directory for its device: --device, else the CPU's model name."""
     if s.device:
         return s.device
-    from .manifest import machine
-
     cpu = machine()["cpu"].lower()
     return "-".join("".join(c if c.isalnum() else " " for c in cpu).split()) or "cpu"
 
