@@ -5,7 +5,9 @@ import torch
 from pruner_offline.models.batch import Batch
 from pruner_offline.models.losses import LOSSES, lambda_rank, mse, pairwise_logistic
 from pruner_offline.models.metrics import ndcg, pairwise_accuracy, peak_score, ranking_report, topk_score
+from pruner_offline.errors import BadInput
 from pruner_offline.models.registry import build_model
+from pruner_offline.training.module import CostModelModule
 
 
 def test_peak_score_by_hand():
@@ -104,6 +106,14 @@ def test_models_score_ragged_batches(name, max_params):
 def test_pacm_is_published_size():
     n = sum(p.numel() for p in build_model("pacm").parameters())
     assert 350_000 < n < 450_000  # ~0.4 M as published
+
+
+def test_width_scales_the_hidden_layers():
+    wide = build_model("pacm", width=2.0)
+    assert wide.statement[0].out_features == 512 and wide.flow_attn.attn.embed_dim == 256
+    assert build_model("draft", width=0.5).statement[0].out_features == 16
+    with pytest.raises(BadInput, match="model.width"):
+        CostModelModule(model="pacm", width=0.0)
 
 
 @pytest.mark.parametrize("name", ["pacm", "draft"])

@@ -74,6 +74,26 @@ def test_same_split_scales_and_batches(store):
         assert torch.equal(x, _fields(ooc.gather(rows))[k]), k
 
 
+def test_task_batches_serve_each_task_in_one_run_per_buffer(store):
+    # in memory or not, a training epoch with task_batches serves every training row once, a task's
+    # rows of a buffer one after another: batches of whole lists, not one record of each task
+    for dm in _modules(store, task_batches=True):
+        stream = dm.train_dataloader().dataset
+        tasks = dm.columns(stream.rows)["task_id"]
+        served = []
+        for buffer in stream.batch_rows(1):
+            rows = np.concatenate(buffer)
+            served.append(rows)
+            t = tasks[np.searchsorted(stream.rows, rows)]
+            runs = t[np.r_[True, t[1:] != t[:-1]]]
+            assert len(runs) == len(set(runs.tolist())), "a task's rows came apart inside a buffer"
+        np.testing.assert_array_equal(np.sort(np.concatenate(served)), np.sort(dm.train_rows))
+        batch = next(iter(dm.train_dataloader()))
+        assert len(set(batch.task.tolist())) < len(batch.task)  # several records of one task in a batch
+        # another epoch deals the tasks in another order
+        assert not np.array_equal(np.concatenate(list(stream.batch_rows(2))[0]), served[0])
+
+
 def test_ranks_share_chunks_evenly(store):
     _, ooc = _modules(store)
     for chunk_rows in (50, 4096):  # a store of many chunks; one that fits in a single chunk

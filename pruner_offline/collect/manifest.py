@@ -97,6 +97,8 @@ def start_run(out: Path, s: CollectSettings, target: tvm.target.Target, measured
     return data
 
 
-def end_run(out: Path, data: dict, measured: int, seconds: float) -> None:
-    data["runs"][-1].update(ended=now(), measured=measured, seconds=round(seconds, 1))
+def record_run(out: Path, data: dict, measured: int, seconds: float, ended: bool) -> None:
+    """This run's programs and seconds so far, after every batch: collect ends at once on a signal
+    (interrupts.exit_at_once), so a run stopped that way keeps what it measured, with no end time."""
+    data["runs"][-1].update(ended=now() if ended else None, measured=measured, seconds=round(seconds, 1))
     write_manifest(out, data)

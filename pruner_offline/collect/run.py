@@ -32,7 +32,7 @@ from ..measure.measurers import check_measurable, run_measurers
 from ..targets import tuning_target
 from ..tenset.labels import FAILED_COST
 from ..tuning.run.resume import repair_database
-from .manifest import end_run, start_run
+from .manifest import record_run, start_run
 from .sampler import TaskSampler, program_hash
 from .settings import CollectSettings
 from .tasks import CollectTask, unique_tasks
@@ -165,6 +165,7 @@ def collect(tasks: list[CollectTask], out: str | Path, s: CollectSettings, *,
                         if finishing is not None:
                             results = finishing.finish(database, workload, target, task.name, failures, tally)
                             sampler.notify(finishing.candidates, results)
+                            record_run(out, manifest, tally.measured, time.perf_counter() - start, ended=False)
                             if on_measured:
                                 on_measured(len(finishing.candidates))
                     inflight = batch if overlap else None
@@ -172,7 +173,7 @@ def collect(tasks: list[CollectTask], out: str | Path, s: CollectSettings, *,
                 sampler.close()
     finally:
         seconds = time.perf_counter() - start
-        end_run(out, manifest, tally.measured, seconds)
+        record_run(out, manifest, tally.measured, seconds, ended=True)
     total = sum(len(p) for p in past) + tally.measured
     return CollectReport(out=str(out), tasks=len(mine), measured=tally.measured, failed=dict(sorted(tally.failed.items())),
                          duplicates=duplicates, held=total, exhausted=exhausted, seconds=round(seconds, 1),

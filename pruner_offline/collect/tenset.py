@@ -37,7 +37,7 @@ from ..tenset.dataset import UNMEASURED
 from ..tenset.labels import FAILED_COST
 from ..tenset.records import open_record_file
 from ..tuning.run.resume import whole_lines
-from .manifest import end_run, machine, start_run
+from .manifest import machine, record_run, start_run
 from .run import FAILURES, CollectReport
 from .settings import CollectSettings
 
@@ -152,11 +152,12 @@ def collect_tenset(root: str | Path, out: str | Path, s: CollectSettings, device
                         f.write("".join(lines))
                     failures.flush()
                     measured += len(batch)
+                    record_run(out, manifest, measured, time.perf_counter() - start, ended=False)
                     if on_measured:
                         on_measured(len(batch))
     finally:
         seconds = time.perf_counter() - start
-        end_run(out, manifest, measured, seconds)
+        record_run(out, manifest, measured, seconds, ended=True)
     held_now = sum(_output_lines(p, notes) for p in outputs)
     return CollectReport(out=str(out), tasks=len(mine), measured=measured, failed=dict(sorted(failed.items())),
                          duplicates=0, held=held_now, exhausted={}, seconds=round(seconds, 1),

@@ -3,6 +3,7 @@ the rest of the tree asks the registry instead of testing names."""
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -39,6 +40,7 @@ MODELS: dict[str, ModelSpec] = {s.name: s for s in (
     ModelSpec("gbdt", None, scores_in_tune=True),  # scikit-learn trees on pooled statements (models/gbdt.py)
 )}
 MODEL_NAMES = tuple(MODELS)
+HIDDEN_WIDTHS = ("hidden", "flow_hidden")  # the networks' keyword arguments that ``width`` scales
 NEURAL_MODEL_NAMES = tuple(n for n, s in MODELS.items() if s.network is not None)
 
 
@@ -49,13 +51,18 @@ def model_spec(name: str) -> ModelSpec:
         raise ValueError(f"unknown model {name!r}; choose from {', '.join(MODELS)}") from None
 
 
-def build_model(name: str, dims: Optional[dict[str, int]] = None, draft_prior: bool = False) -> nn.Module:
+def build_model(name: str, dims: Optional[dict[str, int]] = None, draft_prior: bool = False,
+                width: float = 1.0) -> nn.Module:
     """The network of model ``name``, given the width of every feature group (``dims``; None: the
-    network's own defaults)."""
+    network's own defaults), its hidden layers ``width`` times as wide as the network's defaults."""
     spec = model_spec(name)
     if spec.network is None:
         raise ValueError(f"{name} is not a neural model; choose from {', '.join(NEURAL_MODEL_NAMES)}")
     kwargs = {f"{group}_dim": dims[group] for group in spec.reads} if dims else {}
     if spec.draft_prior:
         kwargs["draft_prior"] = draft_prior
+    if width != 1.0:
+        params = inspect.signature(spec.network).parameters
+        # attention heads must divide a width: keep widths multiples of 8
+        kwargs.update({k: max(8, 8 * round(params[k].default * width / 8)) for k in HIDDEN_WIDTHS if k in params})
     return spec.network(**kwargs, **spec.fixed)

@@ -44,8 +44,13 @@ class ChunkStream(IterableDataset):
     """
 
     def __init__(self, read: Callable[[np.ndarray], StoreData], rows: np.ndarray, batch_size: int, shuffle: bool,
-                 seed: int = 0, rank: int = 0, world: int = 1, chunk_rows: int = 4096, buffer_chunks: int = 4):
+                 seed: int = 0, rank: int = 0, world: int = 1, chunk_rows: int = 4096, buffer_chunks: int = 4,
+                 row_tasks: Optional[np.ndarray] = None):
+        """``row_tasks``: the task of each of ``rows``; given, a shuffled buffer is served a task
+        after another (tasks in a random order, each task's records in a random order), so that
+        a batch holds whole lists of few tasks instead of about one record of each."""
         self.read, self.rows, self.batch_size, self.shuffle = read, rows, batch_size, shuffle
+        self.row_tasks = row_tasks
         self.seed, self.rank, self.world = seed, rank, world
         self.chunk_rows, self.buffer_chunks = chunk_rows, buffer_chunks
         self.epoch = 0  # advances with each pass; with workers, they must be persistent to see it
@@ -90,7 +95,11 @@ class ChunkStream(IterableDataset):
             if i % workers != worker or not len(sizes):
                 continue
             if self.shuffle:
-                rows = np.random.default_rng((self.seed, epoch, self.rank, i)).permutation(rows)
+                rng = np.random.default_rng((self.seed, epoch, self.rank, i))
+                rows = rng.permutation(rows)
+                if self.row_tasks is not None:
+                    task = self.row_tasks[np.searchsorted(self.rows, rows)]
+                    rows = rows[np.argsort(rng.permutation(int(task.max()) + 1)[task], kind="stable")]
             yield np.split(rows[:sizes.sum()], np.cumsum(sizes)[:-1])
 
     def deal_rows(self) -> int:
@@ -127,13 +136,16 @@ class StoreDataModule(L.LightningDataModule):
                  val_fraction: float = 0.1, seed: int = 0, num_workers: int = 0,
                  feature_schema: Optional[str] = None, with_steps: bool = False, in_memory: bool = False,
                  chunk_rows: int = 4096, buffer_chunks: int = 4, val_by_task: bool = False,
-                 max_train_records: Optional[int] = None):
+                 max_train_records: Optional[int] = None, task_batches: bool = False):
         """``max_train_records``: train on a seeded sample of that many of the split's training
-        records (a learning curve: what more data buys), all where there are fewer."""
+        records (a learning curve: what more data buys), all where there are fewer.
+        ``task_batches``: training batches of whole tasks (``ChunkStream``'s ``row_tasks``). With
+        hundreds of tasks a random batch of 512 holds about one record of each, and a loss that
+        compares records of one task only finds a few hundred pairs in it."""
         super().__init__()
         if max_train_records is not None and max_train_records < 1:
             raise BadInput(f"data.max_train_records must be at least 1, not {max_train_records}")
-        self.max_train_records = max_train_records
+        self.max_train_records, self.task_batches = max_train_records, task_batches
         self.store, self.split, self.seed = store, split, seed
         self.batch_size, self.num_workers = batch_size, num_workers
         self.val_fraction, self.val_by_task = val_fraction, val_by_task
@@ -230,9 +242,12 @@ class StoreDataModule(L.LightningDataModule):
         # ``batch_size`` is the global batch, split over the ranks: a recipe then takes the same
         # optimizer steps on any number of processes
         batch_size = -(-self.batch_size // world)
-        if not self.in_memory:
-            stream = ChunkStream(self.reader.read, rows, batch_size, shuffle, self.seed,
-                                 trainer.global_rank if trainer else 0, world, self.chunk_rows, self.buffer_chunks)
+        grouped = shuffle and self.task_batches
+        if not self.in_memory or grouped:
+            rows = np.sort(rows) if grouped else rows  # ChunkStream looks the tasks of rows up in them
+            stream = ChunkStream(self.reader.read if not self.in_memory else self.read, rows, batch_size, shuffle,
+                                 self.seed, trainer.global_rank if trainer else 0, world, self.chunk_rows,
+                                 self.buffer_chunks, self.columns(rows)["task_id"] if grouped else None)
             return DataLoader(stream, batch_size=None, num_workers=self.num_workers,
                               persistent_workers=self.num_workers > 0)
         # a last training batch of one record would stop BatchNorm (it needs two); it is dropped

@@ -30,13 +30,15 @@ class CostModelModule(L.LightningModule):
     fits the correction at scale 1 (``fitted``). Fitted to the training workloads, the correction is
     too sure of itself on others: ¼ ranked unseen CPU networks, unseen CPU operators and unseen H200
     workloads better than 1 (README, Generalization). Online training on a device's own records
-    sets the scale to 1. Files without it score at 1, as they always did. Hyper-parameters are
+    sets the scale to 1. Files without it score at 1, as they always did. ``width``: the hidden
+    layers that many times as wide as the network's defaults (more data may carry a wider model;
+    bench/generalize.py measures it). Hyper-parameters are
     plain values so that the checkpoint loads with ``torch.load(weights_only=True)``."""
 
     def __init__(self, model: str = "pacm", loss: str = "lambdarank", lr: float = 7e-4,
                  weight_decay: float = 1e-6, stmt_dim: int = 174, symbol_dim: int = 11, flow_dim: int = 23,
                  step_dim: int = STEP_DIM, feature_schema: str = "", draft_prior: bool = False,
-                 correction_scale: float = 1.0, gradient_clip: float = 0.5):
+                 correction_scale: float = 1.0, gradient_clip: float = 0.5, width: float = 1.0):
         super().__init__()
         # a recipe's values (YAML, --config): the user's to fix, so BadInput, not a crash report
         if loss not in LOSSES:
@@ -44,6 +46,8 @@ class CostModelModule(L.LightningModule):
         for name, value in (("lr", lr), ("gradient_clip", gradient_clip)):
             if not value > 0:
                 raise BadInput(f"model.{name} must be above 0, not {value}")
+        if not 0 < width <= 16:
+            raise BadInput(f"model.width must be in (0, 16], not {width}")
         if not weight_decay >= 0:
             raise BadInput(f"model.weight_decay must be at least 0, not {weight_decay}")
         # the recipe sets it for every model; a model file says what its model really reads
@@ -55,7 +59,7 @@ class CostModelModule(L.LightningModule):
         correction_scale = float(correction_scale) if spec.scaled_correction and draft_prior else 1.0
         self.save_hyperparameters()
         self.net = build_model(model, {"stmt": stmt_dim, "flow": flow_dim, "symbol": symbol_dim, "step": step_dim},
-                               draft_prior)
+                               draft_prior, width)
         self.loss_fn = LOSSES[loss]
         for name, dim in (("statements", stmt_dim), ("symbols", symbol_dim), ("dataflow", flow_dim),
                           ("steps", step_dim), ("draft_score", 1)):
