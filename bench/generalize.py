@@ -96,11 +96,8 @@ VARIANTS: dict[str, dict[str, object]] = {
     "correction1": {"model.correction_scale": 1.0},  # the recipe until PaCM scored with a quarter of it
     "recipe_wd4": {"model.weight_decay": 1e-4},
     "recipe_wd3": {"model.weight_decay": 1e-3},
-    "no_prior": {"model.draft_prior": False},  # the recipe, PaCM learning everything itself
-    "recipe_pair": {"model.loss": "pairwise_task"},
     "wide2": {"model.width": 2.0},
     "task_batches": {"data.task_batches": True},
-    "task_batches_wide2": {"data.task_batches": True, "model.width": 2.0},
     "task_batches_long": {"data.task_batches": True, "trainer.max_epochs": 120},
 }
 
