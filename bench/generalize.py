@@ -194,13 +194,17 @@ def untrained_scores(store: Path, split: str, seed: int) -> dict[str, dict]:
     return {"analytic draft": reference["analytic_draft"], "random": reference["random"]}
 
 
-def featurized(data: str, args) -> Path:
-    """The store of one of the datasets, featurized once and cached by content."""
-    # cpu-collect was measured on the two cores of this 2-vCPU EPYC (collect.json: num_cores 2): its
-    # draft score counts two cores, not the 7452's 32 that tenset-mini's is made with
+# cpu-collect was measured on the two cores of this 2-vCPU EPYC (collect.json: num_cores 2): its
+# draft score counts two cores, not the 7452's 32 that tenset-mini's is made with
+CPU_CONSTANTS = {"collect": "epyc-2vcpu"}
+
+
+def featurized(data: str, args, constants_of: Optional[str] = None) -> Path:
+    """The store of one of the datasets, featurized once and cached by content, with the CPU
+    constants of dataset ``constants_of`` (default its own): a model scores programs featurized
+    with the constants it was trained with."""
     settings = (FeaturizeSettings(str(args.h200), gpu="h200") if data == "h200" else
-                FeaturizeSettings(str(args.collect), cpu="epyc-2vcpu") if data == "collect" else
-                FeaturizeSettings(str(getattr(args, data))))
+                FeaturizeSettings(str(getattr(args, data)), cpu=CPU_CONSTANTS.get(constants_of or data)))
     return cached_store(settings, REPO / "runs" / "features", jobs=2)[0]
 
 
@@ -235,7 +239,7 @@ def main() -> None:
     for dataset in args.datasets:
         trained, scored_on = TRAINED_SCORED[dataset]
         store = featurized(trained, args)
-        scored = featurized(scored_on, args) if scored_on else None
+        scored = featurized(scored_on, args, constants_of=trained) if scored_on else None
         schema = str(FeatureStore(store).meta.get("feature_schema", ""))
         runs = [("pacm", v, n) for v in args.variants for n in [None, *args.train_sizes]] + \
             [(b, v, n) for b in args.baselines for v in args.baseline_variants
