@@ -50,7 +50,9 @@ class ChunkStream(IterableDataset):
         after another (tasks in a random order, each task's records in a random order), so that
         a batch holds whole lists of few tasks instead of about one record of each."""
         self.read, self.rows, self.batch_size, self.shuffle = read, rows, batch_size, shuffle
-        self.row_tasks = row_tasks
+        # (rows in order, their tasks): a buffer looks its rows' tasks up by binary search
+        order = np.argsort(rows, kind="stable") if row_tasks is not None else None
+        self.task_lookup = (rows[order], np.asarray(row_tasks)[order]) if order is not None else None
         self.seed, self.rank, self.world = seed, rank, world
         self.chunk_rows, self.buffer_chunks = chunk_rows, buffer_chunks
         self.epoch = 0  # advances with each pass; with workers, they must be persistent to see it
@@ -97,8 +99,9 @@ class ChunkStream(IterableDataset):
             if self.shuffle:
                 rng = np.random.default_rng((self.seed, epoch, self.rank, i))
                 rows = rng.permutation(rows)
-                if self.row_tasks is not None:
-                    task = self.row_tasks[np.searchsorted(self.rows, rows)]
+                if self.task_lookup is not None:
+                    ordered, tasks = self.task_lookup
+                    task = tasks[np.searchsorted(ordered, rows)]
                     rows = rows[np.argsort(rng.permutation(int(task.max()) + 1)[task], kind="stable")]
             yield np.split(rows[:sizes.sum()], np.cumsum(sizes)[:-1])
 
@@ -244,7 +247,6 @@ class StoreDataModule(L.LightningDataModule):
         batch_size = -(-self.batch_size // world)
         grouped = shuffle and self.task_batches
         if not self.in_memory or grouped:
-            rows = np.sort(rows) if grouped else rows  # ChunkStream looks the tasks of rows up in them
             stream = ChunkStream(self.reader.read if not self.in_memory else self.read, rows, batch_size, shuffle,
                                  self.seed, trainer.global_rank if trainer else 0, world, self.chunk_rows,
                                  self.buffer_chunks, self.columns(rows)["task_id"] if grouped else None)
