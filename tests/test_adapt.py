@@ -252,14 +252,22 @@ def test_guarded_once_moved_predicts_a_mix_that_grows_with_the_records(h200_mini
 
 
 def test_guard_is_dropped_at_the_first_retrain_only_for_a_pretrained_model_no_better_than_a_coin(h200_store):
-    """Real H200 programs as the new device's first records. The bundled CPU model, scoring with its
-    whole correction, ranks their good pairs no better than a coin (the cross-target case; at the
-    shipped scale of ¼ it is closer to the H200 draft score in its inputs, and does better): guarded
-    is a running fine-tune from the first retrain on, for good (at this scale of 1, the same weights
-    as `finetune`; no tuned copy trained after that). The bundled H200 model ranks them far better than a coin: guarded
+    """Real H200 programs as the new device's first records. A model of the bundled CPU model's shape
+    with untrained weights ranks their good pairs no better than a coin: guarded is a running
+    fine-tune from the first retrain on, for good (at scale 1, the same weights as `finetune`; no
+    tuned copy trained after that). The bundled H200 model ranks them far better than a coin: guarded
     keeps it, although the fine-tune on the same records is the same network the CPU run moved to."""
     def cpu_model():
+        # the bundled CPU model's shape with untrained weights and no draft prior: a pretrained
+        # model that ranks another device's programs no better than a coin (the bundled one,
+        # trained on 812 CPU tasks, ranks these H200 records better than a coin)
         module, _ = load_model(REPO / "checkpoints" / "pacm.pt")
+        torch.manual_seed(0)
+        for layer in module.modules():
+            if hasattr(layer, "reset_parameters") and layer is not module:
+                layer.reset_parameters()
+        with torch.no_grad():
+            module.net.prior.weight.zero_()
         module.correction_scale.fill_(1.0)
         return module
 

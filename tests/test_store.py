@@ -2,7 +2,8 @@ import h5py
 import numpy as np
 import pytest
 
-from pruner_offline.store.merge import merge
+from pruner_offline.devices import device_to_json, get_device
+from pruner_offline.store.merge import combine, merge
 from pruner_offline.store.parts import check_manifest, done_indices, read_part, write_part
 from pruner_offline.store.reader import FeatureStore
 from pruner_offline.store.schema import LazyUnit, StoreError, UnitFeatures
@@ -87,6 +88,35 @@ def test_shards_merge_into_the_whole(tmp_path):
     write_store(other, units[:1], {**META, "feature_schema": "test-2"}, {})
     with pytest.raises(StoreError, match="feature_schema"):
         merge(tmp_path / "y.h5", [shards[1], other])
+
+
+def test_stores_of_two_datasets_combine_into_one_training_store(tmp_path):
+    devices = {"llvm": device_to_json(get_device("epyc-2vcpu"))}
+    a, b = tmp_path / "a.h5", tmp_path / "b.h5"
+    write_store(a, [(i, _unit(i, 4, f"f{i}.json")) for i in range(2)],
+                {**META, "devices": devices, "dataset": "/data/tenset-mini", "source_fingerprint": "aa"},
+                {'["k1"]|llvm': {"resnet": 1}})
+    # the other dataset holds one of a's workloads (k1) under a file of the same name
+    write_store(b, [(i, _unit(i + 1, 3, f"f{i}.json")) for i in range(2)],
+                {**META, "devices": devices, "dataset": "/data/collection", "source_fingerprint": "bb"},
+                {'["k1"]|llvm': {"bert": 2}})
+    both = tmp_path / "both.h5"
+    assert combine(both, [a, b]) == 14
+    store = FeatureStore(both)
+    data = store.load()
+    assert data.file_paths == ["tenset-mini/f0.json", "tenset-mini/f1.json", "collection/f0.json",
+                               "collection/f1.json"]
+    assert len(data.task_networks) == 3  # k0, k1 (both datasets), k2
+    assert {"resnet": 1, "bert": 2} in data.task_networks
+    assert store.meta["source_kind"] == "combined" and store.meta["devices"] == devices
+    assert [p["records"] for p in store.meta["combined_from"]] == [8, 6]
+    np.testing.assert_array_equal(data.records["label"][8:], FeatureStore(b).load().records["label"])
+    assert [f[0] for f in store.failures()] == data.file_paths
+    other = tmp_path / "other.h5"
+    write_store(other, [(0, _unit(5, 3, "g.json"))], {**META, "devices": {"llvm": device_to_json(get_device("epyc-7452"))},
+                                                      "source_fingerprint": "cc"}, {})
+    with pytest.raises(StoreError, match="other devices"):
+        combine(tmp_path / "x.h5", [a, other])
 
 
 def test_the_writer_holds_one_unit_at_a_time_in_whole_row_chunks(tmp_path):

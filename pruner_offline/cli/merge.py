@@ -1,4 +1,5 @@
-"""pruner-train merge: shards of a featurize or collect run into one."""
+"""pruner-train merge: shards of a featurize or collect run into one, or the stores of several
+datasets into one training store."""
 
 from __future__ import annotations
 
@@ -8,16 +9,23 @@ from pathlib import Path
 
 def run(args: argparse.Namespace) -> int:
     from ..collect.merge import is_collection, merge_collections
-    from ..store.merge import merge
+    from ..store.merge import combine, merge
+    from ..store.reader import FeatureStore
 
-    n = merge_collections(args.out, args.shards) if all(is_collection(p) for p in args.shards) else merge(args.out, args.shards)
-    print(f"merged {len(args.shards)} shards, {n} records -> {args.out}")
+    if all(is_collection(p) for p in args.shards):
+        n, what = merge_collections(args.out, args.shards), "shards"
+    elif len({FeatureStore(p).meta.get("source_fingerprint") for p in args.shards}) > 1:
+        n, what = combine(args.out, args.shards), "datasets"
+    else:
+        n, what = merge(args.out, args.shards), "shards"
+    print(f"merged {len(args.shards)} {what}, {n} records -> {args.out}")
     return 0
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("merge", help="merge shards into one: stores featurized with --shard, or collections "
-                       "collected with --shard")
+    p = sub.add_parser("merge", help="merge shards into one (stores featurized with --shard, or collections "
+                       "collected with --shard), or feature stores of different datasets, featurized "
+                       "with the same settings, into one store to train on")
     p.add_argument("shards", type=Path, nargs="+")
     p.add_argument("--out", type=Path, required=True)
     p.set_defaults(func=run)

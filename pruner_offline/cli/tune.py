@@ -49,7 +49,8 @@ def add_parser(sub) -> None:
                        "draft-then-verify); writes the database to --work-dir and, last, one JSON line")
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--workload", help="a built-in workload: matmul, conv2d, conv2d-nhwc, depthwise, dense, "
-                      "batch-matmul, matmul-small (or one of tuning.frontends.workloads.OTHER_SHAPES)")
+                      "batch-matmul, grouped-conv2d, dense-gelu, gemv, softmax, layer-norm, matmul-small (or one "
+                      "of tuning.frontends.workloads.OTHER_SHAPES)")
     what.add_argument("--module", type=Path, help="a TIR module: TVMScript, or TVM's JSON (.json)")
     network_inputs(what, "tuned")
     input_shape_option(p)

@@ -1,17 +1,24 @@
-"""Merge stores made as shards (``--shard i/N``) of one dataset into one store."""
+"""Merge stores made as shards (``--shard i/N``) of one dataset into one store, and combine stores
+of different datasets featurized alike (e.g. TenSet records and a device's own collection) into one
+training store."""
 
 from __future__ import annotations
 
+import hashlib
 import warnings
+from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
 from .reader import FeatureStore
-from .schema import StoreError, UnitFeatures
+from .schema import LazyUnit, StoreError, UnitFeatures
 from .writer import check_output, write_store
 
 # what differs between shards of one dataset
 PER_SHARD = ("shard", "target_kinds")
+# what stores of different datasets must share to train one model: the same features, and the
+# same device constants behind their draft scores
+SHARED_BY_DATASETS = ("feature_schema", "devices")
 
 
 def merge(out: Path, stores: Sequence[Path]) -> int:
@@ -62,3 +69,59 @@ def _merged_shard(shards: list[str]) -> str:
                   f"{'is' if len(missing) == 1 else 'are'} missing, so their records are not in the store",
                   stacklevel=3)
     return "merged"
+
+
+def combine(out: Path, stores: Sequence[Path]) -> int:
+    """Write the records of stores of different datasets into ``out``, as one dataset whose record
+    files are named ``<dataset>/<file>``; returns the number of records. The stores must share
+    SHARED_BY_DATASETS; a task two of them hold (one workload measured by both) stays one task."""
+    if len(stores) < 2:
+        raise StoreError("combining needs two stores or more")
+    check_output(out)
+    opened = [FeatureStore(p) for p in stores]
+    first = opened[0].meta
+    for path, store in zip(stores[1:], opened[1:]):
+        diff = [k for k in SHARED_BY_DATASETS if store.meta.get(k) != first.get(k)]
+        if diff:
+            raise StoreError(f"{path} was featurized with other {' and '.join(diff)} than {stores[0]}; "
+                             "featurize both with the same settings (e.g. the same --cpu) to train on them together")
+    names = _dataset_names(stores, opened)
+    units: list[tuple[int, LazyUnit]] = []
+    networks: dict[str, dict[str, int]] = {}
+    for name, store in zip(names, opened):
+        for _, unit in store.units():
+            header = replace(unit.header, file=f"{name}/{unit.header.file}")
+            units.append((len(units), LazyUnit(header, _renamed(unit, header.file))))
+        for task, nets in store.task_networks().items():
+            merged = networks.setdefault(task, {})
+            for net, weight in nets.items():
+                merged[net] = merged.get(net, 0) + weight
+    parts = [{"dataset": name, "source_fingerprint": s.meta.get("source_fingerprint"),
+              "source_kind": s.meta.get("source_kind"), "settings": s.meta.get("settings"),
+              "records": s.n_records} for name, s in zip(names, opened)]
+    fingerprint = hashlib.sha256("|".join(str(p["source_fingerprint"]) for p in parts).encode()).hexdigest()[:16]
+    meta = {**{k: first[k] for k in SHARED_BY_DATASETS if k in first}, "shard": "0/1",
+            "dataset": " + ".join(names), "source_kind": "combined", "combined_from": parts,
+            "source_fingerprint": fingerprint,
+            "target_kinds": sorted({k for s in opened for k in s.meta.get("target_kinds", [])})}
+    write_store(out, units, meta, networks)
+    return sum(u.header.n_records for _, u in units)
+
+
+def _dataset_names(paths: Sequence[Path], stores: Sequence[FeatureStore]) -> list[str]:
+    """Each store's dataset by its directory's name (the store's own name where it records none),
+    made unique, so that a combined record file says where it came from."""
+    names: list[str] = []
+    for path, store in zip(paths, stores):
+        base = Path(str(store.meta.get("dataset") or path.stem)).name or path.stem
+        name, n = base, 2
+        while name in names:
+            name, n = f"{base}-{n}", n + 1
+        names.append(name)
+    return names
+
+
+def _renamed(unit: LazyUnit, file: str):
+    def load() -> UnitFeatures:
+        return replace(unit.load(), file=file)
+    return load

@@ -94,10 +94,15 @@ def below_the_draft(name: str, metrics: dict, reference: dict[str, dict]) -> str
 
 
 def default_split(model_meta: dict, store: Path, store_meta: dict) -> str:
-    """The model's own test split on the data it was trained on (the same source content, or the
-    very store file); every record on any other data."""
-    trained_on = model_meta.get("data_fingerprint")
-    same = ((trained_on and trained_on == store_meta.get("source_fingerprint"))
+    """The model's own test split on the data it was trained on (the same source content, one of
+    the datasets it was combined of, or the very store file); every record on any other data."""
+    trained_on = {model_meta.get("data_fingerprint")}
+    if str(model_meta.get("split", "")).startswith("within_task"):
+        # one of the datasets of a combined training store splits as the combined store did: this
+        # split picks records within each task, and each dataset's tasks are its own (a by-task
+        # split of the whole would not be one of a part)
+        trained_on |= {p.get("source_fingerprint") for p in model_meta.get("data_parts", [])}
+    same = ((store_meta.get("source_fingerprint") in trained_on - {None})
             or ("store" in model_meta and Path(str(model_meta["store"])).resolve() == Path(store).resolve()))
     return str(model_meta["split"]) if same and model_meta.get("split") else "all"
 

@@ -60,6 +60,9 @@ def training_meta(store: Path, split: str, seed: int, evaluation: Evaluation, dm
     kinds = store_meta.get("target_kinds", [])
     return {"store": str(store), "split": split, "seed": seed, "test_metrics": evaluation.metrics,
             "data_fingerprint": store_meta.get("source_fingerprint"),
+            # a store combined of datasets (pruner-train merge): which, so that evaluate knows each again
+            **({"data_parts": [{k: p.get(k) for k in ("dataset", "source_fingerprint", "records")}
+                               for p in store_meta["combined_from"]]} if "combined_from" in store_meta else {}),
             "devices": {k: v for k, v in store_meta.get("devices", {}).items() if k in kinds},
             "train_records": int(len(dm.train_rows)), "test_records": int(len(dm.test_rows)),
             "train_seconds": round(seconds, 2)}
