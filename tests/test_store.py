@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from pruner_offline.devices import device_to_json, get_device
-from pruner_offline.store.merge import combine, merge
+from pruner_offline.store.merge import combine, merge, merge_stores
 from pruner_offline.store.parts import check_manifest, done_indices, read_part, write_part
 from pruner_offline.store.reader import FeatureStore
 from pruner_offline.store.schema import LazyUnit, StoreError, UnitFeatures
@@ -71,6 +71,8 @@ def test_shards_merge_into_the_whole(tmp_path):
         shards.append(p)
     merged = tmp_path / "merged.h5"
     assert merge(merged, shards) == 25
+    assert merge_stores(tmp_path / "merged2.h5", shards) == (25, "shards")  # what `pruner-train merge` calls
+    assert (tmp_path / "merged2.h5").read_bytes() == merged.read_bytes()
     a, b = FeatureStore(whole).load(), FeatureStore(merged).load()
     for k in a.records:
         np.testing.assert_array_equal(a.records[k], b.records[k])
@@ -102,6 +104,7 @@ def test_stores_of_two_datasets_combine_into_one_training_store(tmp_path):
                 {'["k1"]|llvm': {"bert": 2}})
     both = tmp_path / "both.h5"
     assert combine(both, [a, b]) == 14
+    assert merge_stores(tmp_path / "both2.h5", [a, b]) == (14, "datasets")  # the sources' fingerprints differ
     store = FeatureStore(both)
     data = store.load()
     assert data.file_paths == ["tenset-mini/f0.json", "tenset-mini/f1.json", "collection/f0.json",

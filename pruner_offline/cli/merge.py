@@ -9,15 +9,12 @@ from pathlib import Path
 
 def run(args: argparse.Namespace) -> int:
     from ..collect.merge import is_collection, merge_collections
-    from ..store.merge import combine, merge
-    from ..store.reader import FeatureStore
+    from ..store.merge import merge_stores
 
     if all(is_collection(p) for p in args.shards):
         n, what = merge_collections(args.out, args.shards), "shards"
-    elif len({FeatureStore(p).meta.get("source_fingerprint") for p in args.shards}) > 1:
-        n, what = combine(args.out, args.shards), "datasets"
     else:
-        n, what = merge(args.out, args.shards), "shards"
+        n, what = merge_stores(args.out, args.shards)
     print(f"merged {len(args.shards)} {what}, {n} records -> {args.out}")
     return 0
 

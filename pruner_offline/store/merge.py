@@ -21,19 +21,35 @@ PER_SHARD = ("shard", "target_kinds")
 SHARED_BY_DATASETS = ("feature_schema", "devices")
 
 
+def merge_stores(out: Path, paths: Sequence[Path]) -> tuple[int, str]:
+    """``merge`` for shards of one dataset, ``combine`` for stores of several (their sources'
+    fingerprints differ), each store opened and checked once; returns (records, "shards" or
+    "datasets")."""
+    if not paths:
+        raise StoreError("nothing to merge")
+    check_output(out)
+    opened = [FeatureStore(p) for p in paths]
+    if len({s.meta.get("source_fingerprint") for s in opened}) > 1:
+        return _combine(out, paths, opened), "datasets"
+    return _merge(out, paths, opened), "shards"
+
+
 def merge(out: Path, stores: Sequence[Path]) -> int:
     """Merge shards into ``out``; returns the number of records. Shards must share
     features and settings, and no record file may appear in two of them."""
     if not stores:
         raise StoreError("nothing to merge")
     check_output(out)
+    return _merge(out, stores, [FeatureStore(p) for p in stores])
+
+
+def _merge(out: Path, stores: Sequence[Path], opened: Sequence[FeatureStore]) -> int:
     units: dict[int, UnitFeatures] = {}
     networks: dict[str, dict[str, int]] = {}
     kinds: set[str] = set()
     shards: list[str] = []
     base = None
-    for path in stores:
-        store = FeatureStore(path)
+    for path, store in zip(stores, opened):
         shards.append(str(store.meta.get("shard", "")))
         meta = {k: v for k, v in store.meta.items() if k not in PER_SHARD}
         if base is None:
@@ -78,7 +94,10 @@ def combine(out: Path, stores: Sequence[Path]) -> int:
     if len(stores) < 2:
         raise StoreError("combining needs two stores or more")
     check_output(out)
-    opened = [FeatureStore(p) for p in stores]
+    return _combine(out, stores, [FeatureStore(p) for p in stores])
+
+
+def _combine(out: Path, stores: Sequence[Path], opened: Sequence[FeatureStore]) -> int:
     first = opened[0].meta
     for path, store in zip(stores[1:], opened[1:]):
         diff = [k for k in SHARED_BY_DATASETS if store.meta.get(k) != first.get(k)]

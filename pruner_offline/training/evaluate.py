@@ -99,8 +99,8 @@ def default_split(model_meta: dict, store: Path, store_meta: dict) -> str:
     trained_on = {model_meta.get("data_fingerprint")}
     if str(model_meta.get("split", "")).startswith("within_task"):
         # one of the datasets of a combined training store splits as the combined store did: this
-        # split picks records within each task, and each dataset's tasks are its own (a by-task
-        # split of the whole would not be one of a part)
+        # split picks records within each task, and a dataset's tasks are its own unless a
+        # workload is in two of them (a by-task split of the whole would not be one of a part)
         trained_on |= {p.get("source_fingerprint") for p in model_meta.get("data_parts", [])}
     same = ((store_meta.get("source_fingerprint") in trained_on - {None})
             or ("store" in model_meta and Path(str(model_meta["store"])).resolve() == Path(store).resolve()))
