@@ -8,6 +8,7 @@ One tuning run each, ours first. Latencies on a shared machine drift with its lo
 runs every compiled network is re-timed in alternation (3 rounds, median): compare those.
 
     python bench/network.py --checkpoint checkpoints/pacm.pt --trials 200
+    python bench/network.py --checkpoint checkpoints/pacm.pt --network bert-layer --trials-per-task 64
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from tvm.s_tir.meta_schedule.relax_integration import compile_relax
 
 from pruner_offline.errors import dumps
 from pruner_offline.targets import tuning_target
-from pruner_offline.tuning.frontends.network import inference_module
+from pruner_offline.tuning.frontends.network import inference_module, network_kernels
 from pruner_offline.tuning.run.network import CompiledNetwork, network_inputs, tune_network
 from pruner_offline.tuning.frontends.torch_export import NETWORKS, named_network, torch_network
 from pruner_offline.measure.settings import MeasureSettings
@@ -63,7 +64,10 @@ def main() -> None:
     p.add_argument("--draft", help="ours: learned draft model file")
     p.add_argument("--search-device", help="ours: device constants the analytic draft ranks the search with "
                                            "(default: the checkpoint's)")
-    p.add_argument("--trials", type=int, default=200, help="all tasks together (ResNet-18 has 19)")
+    budget = p.add_mutually_exclusive_group()
+    budget.add_argument("--trials", type=int, default=200, help="all tasks together (ResNet-18 has 19)")
+    budget.add_argument("--trials-per-task", type=int, help="instead of --trials: this many times the network's "
+                                                            "kernels (its tuning tasks)")
     p.add_argument("--trials-per-batch", type=int, default=8)
     p.add_argument("--population", type=int, default=128)
     p.add_argument("--seed", type=int, default=0)
@@ -74,6 +78,9 @@ def main() -> None:
 
     program = named_network(args.network)
     network = torch_network(program, args.network)
+    target = tuning_target("llvm", args.cores)
+    if args.trials_per_task:
+        args.trials = args.trials_per_task * len(network_kernels(inference_module(network), target, args.network))
     base = TuneSettings(trials=args.trials, trials_per_batch=args.trials_per_batch, population_size=args.population,
                         seed=args.seed, num_cores=args.cores, checkpoint=args.checkpoint,
                         pruner=PrunerSettings(draft=args.draft, search_device=args.search_device),
@@ -89,7 +96,6 @@ def main() -> None:
             reports[cost_model], compiled[cost_model] = tune_network(network, root / cost_model, s)
             print(f"{cost_model}: {reports[cost_model].to_json()}", flush=True)
     mod = inference_module(network)
-    target = tuning_target("llvm", args.cores)
     compiled["untuned"] = CompiledNetwork(compile_relax(MemoryDatabase(), mod, target, None), target)
     inputs = network_inputs(network, args.seed)
     retimed = retimed_s(compiled, inputs)

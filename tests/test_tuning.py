@@ -4,8 +4,10 @@ real tuning run through the CLI (llvm, 16 trials)."""
 import argparse
 import io
 import json
+import logging
 import math
 import re
+import shutil
 import warnings
 from contextlib import redirect_stdout
 from pathlib import Path
@@ -183,6 +185,38 @@ def test_tune_refuses_cuda_without_gpu(tmp_path, capsys):
     assert main(["tune", "--workload", "matmul-small", "--target", "cuda", "--trials", "1",
                  "--work-dir", str(tmp_path)]) == 2
     assert "GPU" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed here: CUDA programs cannot be built")
+def test_a_cuda_tuning_searchs_candidates_build_with_nvcc_for_the_named_gpu_without_one():
+    """tune --target cuda --device h200 searches here (draft-then-verify, the bundled H200
+    checkpoint) and builds here for sm_90: no GPU is needed until a program is timed."""
+    from pruner_offline.measure.builder import PooledBuilder
+    from pruner_offline.tuning.context import make_context
+    from pruner_offline.tuning.run.tasks import make_strategy, run_target
+    from tvm.s_tir.meta_schedule.builder import BuilderInput
+
+    s = TuneSettings(target_kind="cuda", device="h200", checkpoint=str(REPO / "checkpoints" / "pacm_h200.pt"),
+                     num_cores=2, population_size=64, seed=0, trials=8, trials_per_batch=8,
+                     pruner=PrunerSettings(online_epochs=0))
+    target = run_target(s)
+    assert target.arch == "sm_90"
+    model = make_cost_model(s)
+    strategy = make_strategy(s, model)
+    assert strategy is not None  # the search tune runs for a checkpoint, not MetaSchedule's evolutionary one
+    context = make_context(named_workload("matmul-small"), target, num_threads=1, seed=0,
+                           logger=logging.getLogger("test"), population_size=64, strategy=strategy)
+    context.pre_tuning(max_trials=8, num_trials_per_iter=8, design_spaces=context.generate_design_space(),
+                       database=ms.database.MemoryDatabase(), cost_model=model)
+    candidates = context.generate_measure_candidates()
+    assert len(candidates) == 8 and model.features.times.draft_programs >= 64
+    builder = PooledBuilder(max_workers=2, timeout_sec=120)
+    try:
+        built = builder.build([BuilderInput(c.sch.mod, target) for c in candidates])
+    finally:
+        builder.close()
+    assert all(b.error_msg is None for b in built), [b.error_msg for b in built]
+    assert all(Path(b.artifact_path).stat().st_size > 0 for b in built)
 
 
 def test_module_files_load_as_the_workload(tmp_path):
