@@ -78,9 +78,10 @@ def main() -> None:
 
     program = named_network(args.network)
     network = torch_network(program, args.network)
+    mod = inference_module(network)
     target = tuning_target("llvm", args.cores)
     if args.trials_per_task:
-        args.trials = args.trials_per_task * len(network_kernels(inference_module(network), target, args.network))
+        args.trials = args.trials_per_task * len(network_kernels(mod, target, args.network))
     base = TuneSettings(trials=args.trials, trials_per_batch=args.trials_per_batch, population_size=args.population,
                         seed=args.seed, num_cores=args.cores, checkpoint=args.checkpoint,
                         pruner=PrunerSettings(draft=args.draft, search_device=args.search_device),
@@ -95,7 +96,6 @@ def main() -> None:
             shutil.rmtree(root / cost_model, ignore_errors=True)
             reports[cost_model], compiled[cost_model] = tune_network(network, root / cost_model, s)
             print(f"{cost_model}: {reports[cost_model].to_json()}", flush=True)
-    mod = inference_module(network)
     compiled["untuned"] = CompiledNetwork(compile_relax(MemoryDatabase(), mod, target, None), target)
     inputs = network_inputs(network, args.seed)
     retimed = retimed_s(compiled, inputs)
