@@ -119,9 +119,9 @@ def pretrain(past: Path, out: Path, cpu: str) -> Path:
     return ckpt
 
 
-def run_one(wl: str, model: str, seed: int, args, checkpoint: Path) -> dict:
-    from pruner_offline.tuning.frontends.workloads import named_workload
-    from pruner_offline.tuning.run.workload import tune
+def run_settings(model: str, seed: int, args, checkpoint: Path):
+    """The TuneSettings of one run: XGB's and random's do not hold our options, so their runs serve
+    every arm of ours measured with the same trials, batch and population."""
     from pruner_offline.tuning.settings import PrunerSettings, TuneSettings
 
     common = dict(trials=args.trials, trials_per_batch=args.trials_per_batch, population_size=args.population,
@@ -132,9 +132,47 @@ def run_one(wl: str, model: str, seed: int, args, checkpoint: Path) -> dict:
                                 calibrate=args.calibrate, explore=args.explore, in_task_trees=args.in_task_trees,
                                 online_epochs=args.online_epochs if online else 0,
                                 online_method=args.online_method, search=args.search)
-        s = TuneSettings(cost_model="pruner", checkpoint=str(checkpoint), pruner=pruner, **common)
-    else:
-        s = TuneSettings(cost_model=model, **common)
+        return TuneSettings(cost_model="pruner", checkpoint=str(checkpoint), pruner=pruner, **common)
+    return TuneSettings(cost_model=model, **common)
+
+
+def settings_record(s) -> dict:
+    """`s` as runs.jsonl holds it (a JSON round trip, so that a fresh record compares equal to a read one)."""
+    import dataclasses
+
+    return json.loads(json.dumps(dataclasses.asdict(s)))
+
+
+def flat(record: dict, prefix: str = "") -> dict:
+    """Nested settings as dotted names (pruner.explore), so that a refusal names the option."""
+    out = {}
+    for k, v in record.items():
+        out.update(flat(v, f"{prefix}{k}.") if isinstance(v, dict) else {f"{prefix}{k}": v})
+    return out
+
+
+def check_recorded(done: dict, args, checkpoint: Path) -> int:
+    """Refuses a recorded run made with settings other than these (resuming would mix two arms in one
+    table); returns how many recorded no settings (logged before runs did), which are taken as these."""
+    legacy = 0
+    for (wl, seed, model), r in done.items():
+        if "settings" not in r:
+            legacy += 1
+            continue
+        want = settings_record(run_settings(model, seed, args, checkpoint))
+        if r["settings"] != want:
+            got, want = flat(r["settings"]), flat(want)
+            diff = sorted(k for k in set(want) | set(got) if want.get(k) != got.get(k))
+            raise SystemExit(f"{args.out / 'runs.jsonl'}: the run {wl} / {model} / seed {seed} was made with other "
+                             f"settings ({', '.join(diff)}): give the same options, or another --out")
+    return legacy
+
+
+def run_one(wl: str, model: str, seed: int, args, checkpoint: Path) -> dict:
+    from pruner_offline.tuning.frontends.workloads import named_workload
+    from pruner_offline.tuning.run.workload import tune
+
+    s = run_settings(model, seed, args, checkpoint)
     work_dir = args.out / "runs" / f"{wl}-{model}-{seed}"
     # a fresh run each time: tune would continue a database a run cut short left behind
     shutil.rmtree(work_dir, ignore_errors=True)
@@ -146,7 +184,7 @@ def run_one(wl: str, model: str, seed: int, args, checkpoint: Path) -> dict:
             "draft_s": b.get("features_draft_s", 0.0) + b.get("model_draft_model_s", 0.0),
             "draft_programs": b.get("features_draft_programs", 0), "scored": b.get("model_candidates", 0),
             "verify_s": b.get("features_full_s", 0.0) + b.get("features_key_s", 0.0) + b.get("model_verify_model_s", 0.0),
-            "verified": b.get("features_full_programs", 0)}
+            "verified": b.get("features_full_programs", 0), "settings": settings_record(s)}
 
 
 def tables(runs: list[dict], models: list[str], budgets: list[int]) -> str:
@@ -269,6 +307,9 @@ def main() -> None:
         for line in log.read_text().splitlines():
             r = json.loads(line)
             done[(r["workload"], r["seed"], r["model"])] = r
+    legacy = check_recorded(done, args, checkpoint)
+    if legacy:
+        print(f"{legacy} recorded runs hold no settings: taken as made with these", flush=True)
     for seed in args.seeds:  # seed-major: an interrupted benchmark still covers every workload
         for wl in args.workloads:
             for model in args.models:
