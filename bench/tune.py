@@ -151,14 +151,26 @@ def flat(record: dict, prefix: str = "") -> dict:
     return out
 
 
-def check_recorded(done: dict, args, checkpoint: Path) -> int:
-    """Refuses a recorded run made with settings other than these (resuming would mix two arms in one
-    table); returns how many recorded no settings (logged before runs did), which are taken as these."""
+def host() -> dict:
+    """What a run's latencies belong to: pairs measured on two machines compare the machines."""
+    from pruner_offline.collect.manifest import machine
+
+    m = machine()
+    return {"cpu": m["cpu"], "cores_usable": m["cores_usable"]}
+
+
+def check_recorded(done: dict, args, checkpoint: Path, here: dict) -> int:
+    """Refuses a recorded run made with settings other than these or on another machine than `here`
+    (resuming would mix two arms, or two machines, in one table); returns how many recorded neither
+    (logged before runs did), which are taken as made with these, here."""
     legacy = 0
     for (wl, seed, model), r in done.items():
         if "settings" not in r:
             legacy += 1
             continue
+        if r.get("host", here) != here:
+            raise SystemExit(f"{args.out / 'runs.jsonl'}: the run {wl} / {model} / seed {seed} was measured on "
+                             f"{r['host']}, not on this machine ({here}): give another --out")
         want = settings_record(run_settings(model, seed, args, checkpoint))
         if r["settings"] != want:
             got, want = flat(r["settings"]), flat(want)
@@ -168,7 +180,7 @@ def check_recorded(done: dict, args, checkpoint: Path) -> int:
     return legacy
 
 
-def run_one(wl: str, model: str, seed: int, args, checkpoint: Path) -> dict:
+def run_one(wl: str, model: str, seed: int, args, checkpoint: Path, here: dict) -> dict:
     from pruner_offline.tuning.frontends.workloads import named_workload
     from pruner_offline.tuning.run.workload import tune
 
@@ -184,7 +196,7 @@ def run_one(wl: str, model: str, seed: int, args, checkpoint: Path) -> dict:
             "draft_s": b.get("features_draft_s", 0.0) + b.get("model_draft_model_s", 0.0),
             "draft_programs": b.get("features_draft_programs", 0), "scored": b.get("model_candidates", 0),
             "verify_s": b.get("features_full_s", 0.0) + b.get("features_key_s", 0.0) + b.get("model_verify_model_s", 0.0),
-            "verified": b.get("features_full_programs", 0), "settings": settings_record(s)}
+            "verified": b.get("features_full_programs", 0), "settings": settings_record(s), "host": here}
 
 
 def tables(runs: list[dict], models: list[str], budgets: list[int]) -> str:
@@ -307,14 +319,15 @@ def main() -> None:
         for line in log.read_text().splitlines():
             r = json.loads(line)
             done[(r["workload"], r["seed"], r["model"])] = r
-    legacy = check_recorded(done, args, checkpoint)
+    here = host()
+    legacy = check_recorded(done, args, checkpoint, here)
     if legacy:
-        print(f"{legacy} recorded runs hold no settings: taken as made with these", flush=True)
+        print(f"{legacy} recorded runs hold no settings: taken as made with these, on this machine", flush=True)
     for seed in args.seeds:  # seed-major: an interrupted benchmark still covers every workload
         for wl in args.workloads:
             for model in args.models:
                 if (wl, seed, model) not in done and not args.report_only:
-                    r = run_one(wl, model, seed, args, checkpoint)
+                    r = run_one(wl, model, seed, args, checkpoint, here)
                     done[(wl, seed, model)] = r
                     with open(log, "a") as f:
                         f.write(json.dumps(r) + "\n")
@@ -324,7 +337,7 @@ def main() -> None:
             and r["model"] in args.models]
     print(f"trials {args.trials} (budgets {budgets}), batch {args.trials_per_batch}, population {args.population}, "
           f"seeds {args.seeds}, verify_max {args.verify_max}, structure cap {args.structure_cap}, calibrate {args.calibrate}, explore {args.explore}, in-task trees {args.in_task_trees}, online {args.online_method} x {args.online_epochs} "
-          f"epochs, search {args.search}; checkpoint {checkpoint}" + (f" pretrained on {n_past} workloads of {args.past}, none benchmarked"
+          f"epochs, search {args.search}; on {here['cpu']} ({here['cores_usable']} cores); checkpoint {checkpoint}" + (f" pretrained on {n_past} workloads of {args.past}, none benchmarked"
                                                 if n_past else " (given)"))
     print(tables(runs, [m for m in MODELS if m in args.models], budgets))
 

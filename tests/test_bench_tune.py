@@ -24,25 +24,34 @@ def bench_args(**changes) -> argparse.Namespace:
     return argparse.Namespace(**{**args, **changes})
 
 
-def record(bench, model, args, seed=0):
-    return {"workload": "softmax", "model": model, "seed": seed,
+HERE = {"cpu": "AMD EPYC 7B13", "cores_usable": 2}
+
+
+def record(bench, model, args, seed=0, host=HERE):
+    return {"workload": "softmax", "model": model, "seed": seed, "host": host,
             "settings": bench.settings_record(bench.run_settings(model, seed, args, Path("pacm.pt")))}
 
 
 def test_xgb_runs_serve_every_arm_of_ours_and_ours_refuse_another_arm(bench):
     default, arm = bench_args(), bench_args(structure_cap=0, explore=0)
     done = {("softmax", 0, "xgb"): record(bench, "xgb", default)}
-    assert bench.check_recorded(done, arm, Path("pacm.pt")) == 0
+    assert bench.check_recorded(done, arm, Path("pacm.pt"), HERE) == 0
 
     done[("softmax", 0, "pruner-online")] = record(bench, "pruner-online", default)
-    assert bench.check_recorded(done, default, Path("pacm.pt")) == 0
+    assert bench.check_recorded(done, default, Path("pacm.pt"), HERE) == 0
     with pytest.raises(SystemExit, match=r"softmax / pruner-online / seed 0 .*\(pruner\.explore, pruner\.structure_cap\)"):
-        bench.check_recorded(done, arm, Path("pacm.pt"))
+        bench.check_recorded(done, arm, Path("pacm.pt"), HERE)
     with pytest.raises(SystemExit, match=r"softmax / xgb / seed 0 .*\(trials\)"):
-        bench.check_recorded(done, bench_args(trials=64), Path("pacm.pt"))
+        bench.check_recorded(done, bench_args(trials=64), Path("pacm.pt"), HERE)
 
 
 def test_runs_logged_without_settings_are_counted_and_taken_as_given(bench):
     done = {("softmax", 0, "xgb"): {"workload": "softmax", "model": "xgb", "seed": 0},
             ("softmax", 1, "xgb"): record(bench, "xgb", bench_args(), seed=1)}
-    assert bench.check_recorded(done, bench_args(), Path("pacm.pt")) == 1
+    assert bench.check_recorded(done, bench_args(), Path("pacm.pt"), HERE) == 1
+
+
+def test_a_run_measured_on_another_machine_is_refused(bench):
+    done = {("softmax", 0, "xgb"): record(bench, "xgb", bench_args(), host={"cpu": "Intel(R) Xeon(R)", "cores_usable": 2})}
+    with pytest.raises(SystemExit, match=r"softmax / xgb / seed 0 was measured on .*Intel.*not on this machine"):
+        bench.check_recorded(done, bench_args(), Path("pacm.pt"), HERE)
