@@ -130,6 +130,7 @@ def run_settings(model: str, seed: int, args, checkpoint: Path):
         online = model == "pruner-online"
         pruner = PrunerSettings(verify_max=args.verify_max, structure_cap=args.structure_cap,
                                 calibrate=args.calibrate, explore=args.explore, in_task_trees=args.in_task_trees,
+                                verify_pool_after=args.verify_pool_after, calibrate_unmeasured=args.calibrate_unmeasured,
                                 online_epochs=args.online_epochs if online else 0,
                                 online_method=args.online_method, search=args.search)
         return TuneSettings(cost_model="pruner", checkpoint=str(checkpoint), pruner=pruner, **common)
@@ -217,7 +218,7 @@ def tables(runs: list[dict], models: list[str], budgets: list[int]) -> str:
               f"{'workload':<15}" + "".join(f"{m:>15}" for m in others)]
     for w in sorted({w for w, _ in pairs}):
         cells = [geomean([best_within(by[(w, s, 'xgb')], budgets[-1]) / best_within(by[(w, s, m)], budgets[-1])
-                          for ww, s in pairs if ww == w and (w, s, m) in by]) for m in others]
+                          for ww, s in pairs if ww == w and (w, s, m) in by and (w, s, "xgb") in by]) for m in others]
         lines.append(f"{w:<15}" + "".join(f"{x:>15.3f}" for x in cells))
     # Where XGB's final program came in its first batch, reaching it sooner is impossible (times are read
     # at batch ends, and every model's first batch takes as long): a tie is the best any model can do,
@@ -268,6 +269,7 @@ def tables(runs: list[dict], models: list[str], budgets: list[int]) -> str:
 
 def main() -> None:
     from pruner_offline.tuning.settings import SEARCHES, PrunerSettings
+    from pruner_offline.tuning.cost_model.calibration import UNMEASURED
     from pruner_offline.tuning.frontends.workloads import WORKLOADS
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -286,6 +288,10 @@ def main() -> None:
                     help="tune --calibrate")
     ap.add_argument("--explore", type=int, default=PrunerSettings.explore, help="tune --explore")
     ap.add_argument("--in-task-trees", type=int, default=PrunerSettings.in_task_trees, help="tune --in-task-trees")
+    ap.add_argument("--calibrate-unmeasured", choices=UNMEASURED, default=PrunerSettings.calibrate_unmeasured,
+                    help="tune --calibrate-unmeasured")
+    ap.add_argument("--verify-pool-after", type=int, default=PrunerSettings.verify_pool_after,
+                    help="tune --verify-pool-after")
     ap.add_argument("--online-epochs", type=int, default=5)
     ap.add_argument("--online-method", choices=("guarded", "retrain", "moa"), default="guarded")
     ap.add_argument("--search", choices=SEARCHES, default=SEARCHES[0], help="our models' search strategy "
@@ -336,7 +342,7 @@ def main() -> None:
     runs = [r for r in done.values() if r["workload"] in args.workloads and r["seed"] in args.seeds
             and r["model"] in args.models]
     print(f"trials {args.trials} (budgets {budgets}), batch {args.trials_per_batch}, population {args.population}, "
-          f"seeds {args.seeds}, verify_max {args.verify_max}, structure cap {args.structure_cap}, calibrate {args.calibrate}, explore {args.explore}, in-task trees {args.in_task_trees}, online {args.online_method} x {args.online_epochs} "
+          f"seeds {args.seeds}, verify_max {args.verify_max}, structure cap {args.structure_cap}, calibrate {args.calibrate}, explore {args.explore}, in-task trees {args.in_task_trees}, verify pool after {args.verify_pool_after}, unmeasured {args.calibrate_unmeasured}, online {args.online_method} x {args.online_epochs} "
           f"epochs, search {args.search}; on {here['cpu']} ({here['cores_usable']} cores); checkpoint {checkpoint}" + (f" pretrained on {n_past} workloads of {args.past}, none benchmarked"
                                                 if n_past else " (given)"))
     print(tables(runs, [m for m in MODELS if m in args.models], budgets))

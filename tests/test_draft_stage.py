@@ -392,6 +392,15 @@ def test_calibration_divides_each_structure_by_how_far_it_was_off():
     np.testing.assert_allclose(scores[2], 3.0 / np.exp(np.median([np.log(4.0), np.log(0.5)])))
 
 
+def test_least_calibration_divides_unmeasured_structures_by_the_least_over_rated():
+    # the draft's favourites are measured first and over-rated most: structure 1 4x, structure 2 0.5x
+    cal = StructureCalibration("least")
+    cal.add([1, 2], [4.0, 2.0], [1.0, 0.25])
+    np.testing.assert_allclose(cal.scores([1, 2, 9], np.array([4.0, 2.0, 3.0])), [1.0, 4.0, 6.0])
+    with pytest.raises(ValueError, match="unmeasured"):
+        StructureCalibration("mean")
+
+
 def test_calibrated_draft_ranks_learn_from_measured_structures(space):
     context, candidates = space
     model = PrunerCostModel.from_checkpoint(REPO / "checkpoints" / "pacm.pt", target_kind="llvm")  # calibrates
@@ -419,4 +428,16 @@ def test_the_search_explores_structures_not_measured_yet():
     strategy.notify_runner_results(batch, [RunnerResult([1e-3], None)] * 4)
     second = [int(g) for g in model.structures(strategy.generate_measure_candidates())]
     assert not set(second[2:]) & set(structures)  # explored: never a structure measured before
+    strategy.post_tuning()
+
+
+def test_past_verify_pool_after_the_verifier_orders_the_whole_pool(monkeypatch):
+    model, strategy, _context = _conv2d_search(12, verify_pool_after=4)
+    seen = []
+    order = model.verified_order
+    monkeypatch.setattr(model, "verified_order", lambda candidates: (seen.append(len(candidates)), order(candidates))[1])
+    batch = strategy.generate_measure_candidates()
+    strategy.notify_runner_results(batch, [RunnerResult([1e-3], None)] * 4)
+    assert len(strategy.generate_measure_candidates()) == 4
+    assert seen == [8, 8 * DraftThenVerifySearch.POOL_PER_SURVIVOR]  # the survivors, then (4 measured) the pool
     strategy.post_tuning()

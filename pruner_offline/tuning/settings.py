@@ -9,6 +9,7 @@ from typing import Optional
 from ..adapt.config import ONLINE_METHODS
 from ..measure.settings import MeasureSettings
 from ..models.registry import MODELS
+from .cost_model.calibration import UNMEASURED
 
 # ours (draft-then-verify), MetaSchedule's XGB, a model file of a baseline scoring every candidate,
 # MetaSchedule's random model
@@ -51,6 +52,11 @@ class PrunerSettings:
     calibrate: bool = field(default=True, metadata={
         "help": "pruner, analytic draft: divide each loop structure's draft score by how far it was off on the "
                 "structure's measured programs"})
+    calibrate_unmeasured: str = field(default="median", metadata={
+        "choices": UNMEASURED,
+        "help": "pruner, --calibrate: what a loop structure not measured yet is divided by: the median factor of the "
+                "measured structures, or the least (the measured ones are those the draft rated highest, so their "
+                "median carries its over-rating of them)"})
     search: str = field(default="draft-then-verify", metadata={
         "choices": SEARCHES,
         "help": "pruner with --checkpoint: draft-then-verify (the draft model scores every generation of "
@@ -72,6 +78,9 @@ class PrunerSettings:
         "help": "pruner: from this many measured programs on, order PaCM's candidates by its ranks plus those "
                 "of gradient-boosted trees refitted on the run's measured programs after every batch "
                 "(tuning/cost_model/in_task.py); 0: PaCM alone", "min": 0})
+    verify_pool_after: int = field(default=0, metadata={
+        "help": "pruner, draft-then-verify: from this many measured programs on, PaCM (with the in-task trees) orders "
+                "the search's whole pool, not only the draft's best --verify-max of it; 0: never", "min": 0})
     search_device: Optional[str] = field(default=None, metadata={
         "help": "pruner, analytic draft: device constants the draft score ranks the search with: a named "
                 "device, or host (this machine's, read from the OS: cores, SIMD, cache, clock, a measured "

@@ -113,6 +113,7 @@ class PrunerCostModel(PyCostModel):
     on_update: online training, see OnlineUpdate; None keeps the verifier as loaded.
     calibrate: divide the analytic draft score of each loop structure by how far it was off on that
     structure's measured programs (calibration.py); no effect with a learned draft model.
+    calibrate_unmeasured: what a structure not measured yet is divided by (calibration.UNMEASURED).
     num_threads: threads for the native part of full features; None takes the tuning run's own
     (its TuneContext's, as MetaSchedule's XGB model does for the same extractor) once one is seen.
     in_task: trees fitted on the run's measured programs after each batch, whose ranks are added to
@@ -126,7 +127,7 @@ class PrunerCostModel(PyCostModel):
                  draft: Optional[CostModelModule] = None, device: str | DeviceConstants | None = None,
                  verify_fraction: float = 0.2, verify_max: Optional[int] = None,
                  on_update: Optional[OnlineUpdate] = None, calibrate: bool = True,
-                 num_threads: Optional[int] = None, in_task: Optional[InTaskTrees] = None,
+                 calibrate_unmeasured: str = "median", num_threads: Optional[int] = None, in_task: Optional[InTaskTrees] = None,
                  search_device: str | DeviceConstants | None = None):
         super().__init__()
         if not 0 < verify_fraction <= 1:
@@ -151,7 +152,7 @@ class PrunerCostModel(PyCostModel):
                                           search_device=self.search_device, schema=schema)
         self.measured = MeasuredPrograms()
         self._unlearned: list[tuple[list, list[RunnerResult], str]] = []  # measured batches, see learn()
-        self.calibration = StructureCalibration() if calibrate and self.draft is None else None
+        self.calibration = StructureCalibration(calibrate_unmeasured) if calibrate and self.draft is None else None
         self.times = CostModelTimes()
 
     @classmethod
@@ -159,14 +160,15 @@ class PrunerCostModel(PyCostModel):
                         target_kind: str = "llvm", device: str | DeviceConstants | None = None,
                         verify_fraction: float = 0.2, verify_max: Optional[int] = None,
                         on_update: Optional[OnlineUpdate] = None, calibrate: bool = True,
-                        num_threads: Optional[int] = None, in_task: Optional[InTaskTrees] = None,
+                        calibrate_unmeasured: str = "median", num_threads: Optional[int] = None, in_task: Optional[InTaskTrees] = None,
                         search_device: str | DeviceConstants | None = None) -> "PrunerCostModel":
         """Load model files written by ``pruner-train pretrain``; the draft score uses the device
         constants the models were trained with (``device`` may only confirm them)."""
         models = {str(p): load_model(p, expect_schema=extractable_schemas()) for p in (checkpoint, draft) if p}
         dev = model_device(target_kind, {p: meta for p, (_, meta) in models.items()}, device)
         return cls(target_kind=target_kind, device=dev, verify_fraction=verify_fraction, verify_max=verify_max,
-                   on_update=on_update, calibrate=calibrate, num_threads=num_threads, in_task=in_task,
+                   on_update=on_update, calibrate=calibrate, calibrate_unmeasured=calibrate_unmeasured,
+                   num_threads=num_threads, in_task=in_task,
                    search_device=search_device, verifier=models[str(checkpoint)][0] if checkpoint else None,
                    draft=models[str(draft)][0] if draft else None)
 

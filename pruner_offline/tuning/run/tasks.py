@@ -58,7 +58,7 @@ def make_cost_model(s: TuneSettings) -> ms.cost_model.CostModel:
         p = s.pruner
         model = PrunerCostModel.from_checkpoint(
             s.checkpoint, p.draft, target_kind=s.target_kind, device=s.device, verify_fraction=p.verify_fraction,
-            verify_max=p.verify_max, calibrate=p.calibrate, in_task=make_in_task(p.in_task_trees, s.seed),
+            verify_max=p.verify_max, calibrate=p.calibrate, calibrate_unmeasured=p.calibrate_unmeasured, in_task=make_in_task(p.in_task_trees, s.seed),
             search_device=search_device(s, learned_draft=p.draft is not None),
             on_update=(AdaptUpdate(ONLINE_METHODS[p.online_method], epochs=p.online_epochs, seed=s.seed or 0)
                        if p.online_epochs else None))
@@ -101,7 +101,8 @@ def make_strategy(s: TuneSettings, model: ms.cost_model.CostModel) -> Optional[m
     from ..search.draft_verify import DraftThenVerifySearch
 
     return DraftThenVerifySearch(model, population_size=s.population_size, survivors=s.pruner.verify_max,
-                                 structure_cap=s.pruner.structure_cap, explore=s.pruner.explore)
+                                 structure_cap=s.pruner.structure_cap, explore=s.pruner.explore,
+                                 verify_pool_after=s.pruner.verify_pool_after)
 
 
 def run_target(s: TuneSettings) -> tvm.target.Target:

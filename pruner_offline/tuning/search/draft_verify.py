@@ -11,7 +11,10 @@ PaCM's shortlist, and PaCM's best of those, at most `structure_cap` per structur
 for `explore` candidates of the pool drawn at random from loop structures not measured yet: the
 draft misjudges some structures by 2-5x (on CPUs, before feature schema 2 charged their bounds
 tests, depthwise programs with the padding inlined into the convolution, which it ranked high), and
-once one is measured, cost_model/calibration.py re-ranks all its programs.
+once one is measured, cost_model/calibration.py re-ranks all its programs. From `verify_pool_after`
+measured programs on (0: never), PaCM and the in-task trees, which by then learn from the run's own
+measurements, order the whole pool: the draft does not model some choices (unroll steps), so its
+shortlist of a pool holds them at random.
 """
 
 from __future__ import annotations
@@ -63,7 +66,8 @@ class DraftThenVerifySearch(PySearchStrategy):
     POOL_PER_SURVIVOR = 4  # the search's best by draft score, to spread over structures
 
     def __init__(self, model: PrunerCostModel, *, population_size: int = 512, survivors: int = 32,
-                 structure_cap: int = 4, explore: int = 2, inner: Optional[EvolutionarySearch] = None):
+                 structure_cap: int = 4, explore: int = 2, verify_pool_after: int = 0,
+                 inner: Optional[EvolutionarySearch] = None):
         super().__init__()
         if model.verifier is None:
             raise ValueError("draft-then-verify search needs a verifier (PaCM) in the cost model")
@@ -72,6 +76,7 @@ class DraftThenVerifySearch(PySearchStrategy):
         self.survivors = survivors
         self.structure_cap = structure_cap
         self.explore = explore
+        self.verify_pool_after = verify_pool_after
         self.measured: set[int] = set()  # loop structures of the programs measured
         self.rng = np.random.default_rng()
         self.inner = inner or EvolutionarySearch(population_size=population_size)
@@ -106,7 +111,9 @@ class DraftThenVerifySearch(PySearchStrategy):
             groups = self.model.structures(pool)
             by_draft = np.argsort(-self.model.draft_ranks(pool), kind="stable")
             share = -(-self.structure_cap * self.survivors // max(self.batch, 1))  # the cap, per batch's worth
-            shortlist = capped_order(by_draft, groups, share)[:self.survivors]
+            shortlist = capped_order(by_draft, groups, share)
+            if not self.verify_pool_after or self.trials < self.verify_pool_after:
+                shortlist = shortlist[:self.survivors]
             verified = shortlist[self.model.verified_order([pool[i] for i in shortlist])]
         n = min(self.batch, self.max_trials - self.trials)
         picked = list(capped_order(verified, groups, self.structure_cap)[:n])
@@ -126,4 +133,5 @@ class DraftThenVerifySearch(PySearchStrategy):
 
     def clone(self) -> "DraftThenVerifySearch":
         return DraftThenVerifySearch(self.model, population_size=self.population_size, survivors=self.survivors,
-                                     structure_cap=self.structure_cap, explore=self.explore, inner=self.inner.clone())
+                                     structure_cap=self.structure_cap, explore=self.explore,
+                                     verify_pool_after=self.verify_pool_after, inner=self.inner.clone())
