@@ -78,6 +78,8 @@ class PrunerSettings:
         "help": "pruner: from this many measured programs on, order PaCM's candidates by its ranks plus those "
                 "of gradient-boosted trees refitted on the run's measured programs after every batch "
                 "(tuning/cost_model/in_task.py); 0: PaCM alone", "min": 0})
+    # off by default: one seed of bench/tune.py's 8 kernels at 256 trials moved XGB / ours from 1.067 to
+    # 1.072 (docs/benchmarks.md §1.0), within what seeds move it
     verify_pool_after: int = field(default=0, metadata={
         "help": "pruner, draft-then-verify: from this many measured programs on, PaCM (with the in-task trees) orders "
                 "the search's whole pool, not only the draft's best --verify-max of it; 0: never", "min": 0})
