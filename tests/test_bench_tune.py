@@ -19,7 +19,8 @@ def bench():
 
 def bench_args(**changes) -> argparse.Namespace:
     args = dict(trials=256, trials_per_batch=16, population=128, verify_max=32, structure_cap=4, calibrate=True,
-                explore=2, in_task_trees=64, online_epochs=5, online_method="guarded", search="draft-then-verify",
+                explore=2, in_task_trees=64, verify_pool_after=0, calibrate_unmeasured="median", online_epochs=5,
+                online_method="guarded", search="draft-then-verify",
                 out=Path("OUT"))
     return argparse.Namespace(**{**args, **changes})
 
