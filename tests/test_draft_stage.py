@@ -439,5 +439,5 @@ def test_past_verify_pool_after_the_verifier_orders_the_whole_pool(monkeypatch):
     batch = strategy.generate_measure_candidates()
     strategy.notify_runner_results(batch, [RunnerResult([1e-3], None)] * 4)
     assert len(strategy.generate_measure_candidates()) == 4
-    assert seen == [8, 8 * DraftThenVerifySearch.POOL_PER_SURVIVOR]  # the survivors, then (4 measured) the pool
+    assert seen == [8, 32]  # the survivors, then (4 measured) the pool of 4 per survivor
     strategy.post_tuning()
