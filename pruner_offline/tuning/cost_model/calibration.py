@@ -29,14 +29,15 @@ import numpy as np
 
 # what a structure not measured yet is divided by: the median factor of the measured structures, or
 # the least of them (the structure the draft over-rated least)
-UNMEASURED = ("median", "least")
+_UNMEASURED_FACTOR = {"median": np.median, "least": np.min}
+UNMEASURED = tuple(_UNMEASURED_FACTOR)
 
 
 class StructureCalibration:
     def __init__(self, unmeasured: str = "median") -> None:
         if unmeasured not in UNMEASURED:
             raise ValueError(f"unmeasured must be one of {UNMEASURED}, not {unmeasured!r}")
-        self.unmeasured = unmeasured
+        self._unmeasured_factor = _UNMEASURED_FACTOR[unmeasured]
         self._log_factors: dict[int, list[float]] = {}
         self._per_structure: dict[int, float] = {}
         self._unmeasured = 0.0
@@ -49,8 +50,7 @@ class StructureCalibration:
                 self._log_factors.setdefault(int(structure), []).append(float(np.log(secs * score)))
         if self._log_factors:
             self._per_structure = {s: float(np.median(v)) for s, v in self._log_factors.items()}
-            pick = np.median if self.unmeasured == "median" else np.min
-            self._unmeasured = float(pick(list(self._per_structure.values())))
+            self._unmeasured = float(self._unmeasured_factor(list(self._per_structure.values())))
 
     def __len__(self) -> int:
         """Structures measured."""

@@ -127,8 +127,8 @@ class PrunerCostModel(PyCostModel):
                  draft: Optional[CostModelModule] = None, device: str | DeviceConstants | None = None,
                  verify_fraction: float = 0.2, verify_max: Optional[int] = None,
                  on_update: Optional[OnlineUpdate] = None, calibrate: bool = True,
-                 calibrate_unmeasured: str = "median", num_threads: Optional[int] = None, in_task: Optional[InTaskTrees] = None,
-                 search_device: str | DeviceConstants | None = None):
+                 calibrate_unmeasured: str = "median", num_threads: Optional[int] = None,
+                 in_task: Optional[InTaskTrees] = None, search_device: str | DeviceConstants | None = None):
         super().__init__()
         if not 0 < verify_fraction <= 1:
             raise ValueError(f"verify_fraction must be in (0, 1], got {verify_fraction}")
@@ -160,8 +160,8 @@ class PrunerCostModel(PyCostModel):
                         target_kind: str = "llvm", device: str | DeviceConstants | None = None,
                         verify_fraction: float = 0.2, verify_max: Optional[int] = None,
                         on_update: Optional[OnlineUpdate] = None, calibrate: bool = True,
-                        calibrate_unmeasured: str = "median", num_threads: Optional[int] = None, in_task: Optional[InTaskTrees] = None,
-                        search_device: str | DeviceConstants | None = None) -> "PrunerCostModel":
+                        calibrate_unmeasured: str = "median", num_threads: Optional[int] = None,
+                        in_task: Optional[InTaskTrees] = None, search_device: str | DeviceConstants | None = None) -> "PrunerCostModel":
         """Load model files written by ``pruner-train pretrain``; the draft score uses the device
         constants the models were trained with (``device`` may only confirm them)."""
         models = {str(p): load_model(p, expect_schema=extractable_schemas()) for p in (checkpoint, draft) if p}

@@ -58,7 +58,8 @@ def make_cost_model(s: TuneSettings) -> ms.cost_model.CostModel:
         p = s.pruner
         model = PrunerCostModel.from_checkpoint(
             s.checkpoint, p.draft, target_kind=s.target_kind, device=s.device, verify_fraction=p.verify_fraction,
-            verify_max=p.verify_max, calibrate=p.calibrate, calibrate_unmeasured=p.calibrate_unmeasured, in_task=make_in_task(p.in_task_trees, s.seed),
+            verify_max=p.verify_max, calibrate=p.calibrate, calibrate_unmeasured=p.calibrate_unmeasured,
+            in_task=make_in_task(p.in_task_trees, s.seed),
             search_device=search_device(s, learned_draft=p.draft is not None),
             on_update=(AdaptUpdate(ONLINE_METHODS[p.online_method], epochs=p.online_epochs, seed=s.seed or 0)
                        if p.online_epochs else None))
